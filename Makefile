@@ -1,0 +1,33 @@
+# `make test` and `make demo` work on a fresh machine: each creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: test demo slow lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+test: $(STAMP)
+	MPLBACKEND=Agg $(PY) -m pytest -q
+
+slow: $(STAMP)
+	MPLBACKEND=Agg $(PY) -m pytest -q -m slow
+
+demo: $(STAMP)
+	MPLBACKEND=Agg $(PY) examples/demo.py --out out/demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check bayes_attn tests examples benchmarks
+	$(VENV)/bin/ruff format --check bayes_attn tests examples benchmarks
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_phase_grid.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

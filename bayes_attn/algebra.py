@@ -1,0 +1,219 @@
+"""The copy-task attention algebra, shared by every level of the model.
+
+Everything that turns tokens and an attention matrix into the objects of the theory lives here:
+features psi = (onehot, e_a), logits from a bilinear form M by gathers, linear and softmax attention,
+the readout design Phi, the projection of an attention tensor onto the order parameters (c1, cG),
+the softmax change of variables (cG <-> a1, aG), the minimum-norm realisation of token-independent
+logits, and the equivalent-kernel moments of Phi.
+
+Conventions
+-----------
+* Positions a, b = 0..L-1; G*[a, b] = 1 when b = a - 1 (mod L), the copy (shift-by-one) pattern.
+* Reduced attention: A = c1 J / L + cG G* / L, with J the all-ones L x L matrix. For linear attention the
+  reduced logits are K = c1 J + cG G* and A = K / L; for softmax the same form holds with (a1, aG).
+* Features psi[a] = (x[a], e_a) in R^(V+L): token block first, position block second.
+
+References
+----------
+Paper Sec. 3.3 (order parameters), App. F; THEORY.md Levels 1 and 2.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayes_attn._validation import check_activation
+
+# --------------------------------------------------------------------------------------------------
+# Data
+
+
+def one_hot(tokens, V: int) -> jax.Array:
+    """One-hot inputs x, shape (..., L, V)."""
+    return jax.nn.one_hot(jnp.asarray(tokens), V, dtype=jnp.result_type(float))
+
+
+def targets(tokens, V: int) -> jax.Array:
+    """Targets y[a] = x[a-1 mod L], shape (..., L, V)."""
+    return one_hot(jnp.roll(jnp.asarray(tokens), 1, axis=-1), V)
+
+
+def features(tokens, V: int) -> jax.Array:
+    """Features psi[a] = (x[a], e_a), shape (..., L, V + L)."""
+    x = one_hot(tokens, V)
+    L = x.shape[-2]
+    e = jnp.broadcast_to(jnp.eye(L, dtype=x.dtype), x.shape[:-1] + (L,))
+    return jnp.concatenate([x, e], axis=-1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Attention
+
+
+def shift_matrix(L: int, dtype=None) -> jax.Array:
+    """The copy pattern G*[a, b] = delta(b, a-1 mod L)."""
+    return jnp.roll(jnp.eye(L, dtype=dtype or jnp.result_type(float)), -1, axis=1)
+
+
+def reduced_attention(c1, cG, L: int) -> jax.Array:
+    """A = c1 J / L + cG G* / L, broadcast over the shapes of c1 and cG: shape (..., L, L)."""
+    c1 = jnp.asarray(c1)[..., None, None]
+    cG = jnp.asarray(cG)[..., None, None]
+    return (c1 * jnp.ones((L, L)) + cG * shift_matrix(L)) / L
+
+
+def reduced_logits(c1, cG, L: int) -> jax.Array:
+    """Token-independent logits K = c1 J + cG G*, shape (..., L, L)."""
+    return L * reduced_attention(c1, cG, L)
+
+
+def attention(K, activation: str) -> jax.Array:
+    """Attention from logits (..., L, L): linear A = K / L, softmax A[a, :] = softmax_b K[a, :]."""
+    check_activation(activation)
+    if activation == "linear":
+        return K / K.shape[-1]
+    return jax.nn.softmax(K, axis=-1)
+
+
+def logits_from_M(M, tokens, V: int) -> jax.Array:
+    """Level-1 logits K[p, a, b] = psi[p, a]^T M psi[p, b], shape (P, L, L), computed by gathers.
+
+    With psi = (x, e_a) the bilinear form splits into four blocks, and each is a table lookup:
+    K = M_xx[t_a, t_b] + M_xp[t_a, b] + M_px[a, t_b] + M_pp[a, b]. No (P, L, V+L) tensor is formed.
+    """
+    t = jnp.asarray(tokens)
+    Mxx, Mxp = M[:V, :V], M[:V, V:]
+    Mpx, Mpp = M[V:, :V], M[V:, V:]
+    return (
+        Mxx[t[..., :, None], t[..., None, :]]
+        + Mxp[t]
+        + jnp.swapaxes(Mpx.T[t], -1, -2)
+        + Mpp
+    )
+
+
+def phi(A, tokens, V: int) -> jax.Array:
+    """Readout design Phi[p, a] = sum_b A[p, a, b] psi[p, b], shape (P, L, V + L).
+
+    ``A`` is (L, L) (token-independent) or (P, L, L). The token block is A @ onehot, the position
+    block is A itself.
+    """
+    x = one_hot(tokens, V)
+    A = jnp.broadcast_to(A, x.shape[:-2] + A.shape[-2:])
+    return jnp.concatenate([A @ x, A], axis=-1)
+
+
+def project(A) -> dict[str, jax.Array]:
+    """Project an attention tensor (..., L, L) onto the order parameters.
+
+    The batch axes are averaged to give the mean pattern A_bar. Then c1 = L * mean(off-shift entries),
+    cG = L * (mean(shift entries) - mean(off-shift entries)), so that A_bar = c1 J / L + cG G* / L
+    exactly when A_bar lies in span{J, G*}. For softmax attention read (c1, cG) as (a1, aG).
+    ``token_residual`` is the RMS of L * (A - A_bar), the token-dependent part on the logit scale.
+    """
+    A = jnp.asarray(A)
+    L = A.shape[-1]
+    batch_axes = tuple(range(A.ndim - 2))
+    A_bar = A.mean(axis=batch_axes) if batch_axes else A
+    shift = jnp.sum(A_bar * shift_matrix(L, A.dtype))
+    off = (jnp.sum(A_bar) - shift) / (L * L - L)
+    resid = jnp.sqrt(jnp.mean((L * (A - A_bar)) ** 2))
+    return {"c1": L * off, "cG": L * (shift / L - off), "token_residual": resid, "A_bar": A_bar}
+
+
+# --------------------------------------------------------------------------------------------------
+# Softmax change of variables
+
+
+def softmax_order(cG, L):
+    """Softmax of the reduced logits c1 J + cG G*: returns (a1, aG), with a1 = 1 - aG / L.
+
+    aG = L (e^cG - 1) / (e^cG + L - 1), written with sigmoids so that it is stable for any cG.
+    """
+    z = cG - jnp.log(L - 1.0)
+    aG = L * (jax.nn.sigmoid(z) - jax.nn.sigmoid(-z) / (L - 1.0))
+    return 1.0 - aG / L, aG
+
+
+def softmax_logit(aG, L):
+    """Inverse of :func:`softmax_order`: cG = log[(1 + (L-1) aG / L) / (1 - aG / L)], aG in (-L/(L-1), L)."""
+    return jnp.log1p((L - 1.0) * aG / L) - jnp.log1p(-aG / L)
+
+
+def softmax_dlogit(aG, L):
+    """Jacobian d cG / d aG of :func:`softmax_logit`."""
+    return ((L - 1.0) / L) / (1.0 + (L - 1.0) * aG / L) + (1.0 / L) / (1.0 - aG / L)
+
+
+# --------------------------------------------------------------------------------------------------
+# Minimum-norm realisation of token-independent logits
+
+
+def _feature_frame(L: int, V: int) -> np.ndarray:
+    """Columns psi(i, a) = (e_i, e_a) for every token i and position a: shape (V+L, V*L), order (a, i)."""
+    cols = [np.concatenate([np.eye(V)[i], np.eye(L)[a]]) for a in range(L) for i in range(V)]
+    return np.stack(cols, axis=1)
+
+
+def min_norm_M(K, V: int) -> jax.Array:
+    """The smallest-Frobenius-norm M with psi(i, a)^T M psi(j, b) = K[a, b] for all tokens i, j.
+
+    Closed form M = X^+T T X^+, with X the frame of all features and T[(a,i),(b,j)] = K[a, b].
+    """
+    K = jnp.asarray(K)
+    L = K.shape[-1]
+    Xp = jnp.asarray(np.linalg.pinv(_feature_frame(L, V)))  # (V*L, V+L)
+    T = jnp.repeat(jnp.repeat(K, V, axis=0), V, axis=1)
+    return Xp.T @ T @ Xp
+
+
+def min_norm_sq(K, V: int):
+    """|M|^2 of :func:`min_norm_M`: sum K^2 - (sum_a r_a^2 + sum_b c_b^2)/(L+V) + s^2/(L+V)^2."""
+    K = jnp.asarray(K)
+    L = K.shape[-1]
+    r, c, s = K.sum(-1), K.sum(-2), K.sum((-1, -2))
+    n = L + V
+    return (K**2).sum((-1, -2)) - ((r**2).sum(-1) + (c**2).sum(-1)) / n + s**2 / n**2
+
+
+# --------------------------------------------------------------------------------------------------
+# Equivalent-kernel moments
+
+
+def _token_moments(L: int, V: int):
+    """U = E[u u^T] with u = sum_b psi_b, and W = sum_a E[psi_{a-1} psi_{a-1}^T], per sequence."""
+    IV, IL = jnp.eye(V), jnp.eye(L)
+    oVV, oVL, oLL = jnp.ones((V, V)), jnp.ones((V, L)), jnp.ones((L, L))
+    U = jnp.block([[L / V * IV + L * (L - 1) / V**2 * oVV, L / V * oVL], [L / V * oVL.T, oLL]])
+    W = jnp.block([[L / V * IV, oVL / V], [oVL.T / V, IL]])
+    return U, W
+
+
+def ek_moments(c1, cG, L: int, V: int):
+    """Per-sequence averages over uniform tokens of Phi^T Phi and Phi^T y for A = c1 J/L + cG G*/L.
+
+    Returns ``(C, D)`` with C = E[sum_a Phi_a Phi_a^T] of shape (V+L, V+L) and D = E[sum_a Phi_a y_a^T]
+    of shape (V+L, V). With u = sum_b psi_b and v_a = psi_{a-1}, Phi_a = (c1 u + cG v_a) / L, and
+    sum_a v_a = u gives C = [(L c1^2 + 2 c1 cG) U + cG^2 W] / L^2, D = [c1 U + cG W][:, :V] / L.
+    """
+    U, W = _token_moments(L, V)
+    C = ((L * c1**2 + 2 * c1 * cG) * U + cG**2 * W) / L**2
+    D = (c1 * U[:, :V] + cG * W[:, :V]) / L
+    return C, D
+
+
+def ek_modes(c1, cG, L, V):
+    """The equivalent-kernel moments in the token-permutation eigenbasis (scalars, any shape).
+
+    The mean mode (k = 0) and the V - 1 contrast modes (k >= 1) decouple. Returns per-sequence
+    ``(g0, gk, hk)``: g0 = m^2 (L+V)/V with m = c1 + cG/L is the k = 0 signal variance (and its fitted
+    signal, the mode being rank one); gk = (L c1^2 + 2 c1 cG + cG^2)/(L V) is the contrast variance and
+    hk = (c1 + cG)^2/(L V) <= gk its overlap with the target (Cauchy-Schwarz).
+    """
+    m = c1 + cG / L
+    g0 = m**2 * (L + V) / V
+    gk = (L * c1**2 + 2 * c1 * cG + cG**2) / (L * V)
+    hk = (c1 + cG) ** 2 / (L * V)
+    return g0, gk, hk

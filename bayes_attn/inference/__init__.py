@@ -1,0 +1,1 @@
+"""Reserved for later issues (see the issue tracker)."""

@@ -1,0 +1,54 @@
+"""The order-parameter theory: reduced actions, saddle points and phase boundaries (float64).
+
+References
+----------
+Paper Sec. 3; THEORY.md; docs/theory.md for our derivation.
+"""
+
+from bayes_attn.theory.action import (
+    Scales,
+    action_linear,
+    action_softmax,
+    data_ek,
+    data_exact,
+    logdet_ek,
+    logdet_exact,
+    loss_per_token,
+    prior_linear,
+    prior_softmax,
+    scales,
+)
+from bayes_attn.theory.boundaries import (
+    PhaseBoundaries,
+    phase_boundaries,
+    phase_diagram,
+    second_order_closed_form,
+    second_order_leading,
+)
+from bayes_attn.theory.level1 import Level1Map, level1_action, level1_map
+from bayes_attn.theory.saddles import Saddle, global_saddle, saddles
+
+__all__ = [
+    "Level1Map",
+    "PhaseBoundaries",
+    "Saddle",
+    "Scales",
+    "action_linear",
+    "action_softmax",
+    "data_ek",
+    "data_exact",
+    "global_saddle",
+    "level1_action",
+    "level1_map",
+    "logdet_ek",
+    "logdet_exact",
+    "loss_per_token",
+    "phase_boundaries",
+    "phase_diagram",
+    "prior_linear",
+    "prior_softmax",
+    "saddles",
+    "scales",
+    "second_order_closed_form",
+    "second_order_leading",
+]

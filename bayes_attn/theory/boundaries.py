@@ -1,0 +1,385 @@
+"""Phase boundaries of the reduced theory, and phase-diagram grids.
+
+* ``second_order``: linear attention leaves the origin where the Hessian of the action at
+  (c1, cG) = 0 stops being positive (numerically, by root finding), checked against the closed form
+  P* = L V^2 sigma^2 / ((L+V) sqrt(g_O g_W (L+1)(L+V-1))).
+* ``crossover``: the linear crossover scale, defined as the P of steepest growth of the copy order
+  parameter, the maximum of d cG / d log P along the global branch (docs/theory.md explains why).
+* ``first_order``: the softmax P where the weak-copy and strong-copy minima have equal action.
+* ``spinodals``: where the strong-copy minimum appears (lower) and the weak one disappears (upper).
+
+References
+----------
+Paper Eqs. 16, 17 and 21 (17 and 21 are missing from the text); THEORY.md facts 1-3.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+from scipy import optimize
+
+from bayes_attn import algebra
+from bayes_attn._validation import check_positive_array
+from bayes_attn.theory import _newton
+from bayes_attn.theory.action import (
+    Scales,
+    action_linear,
+    action_softmax,
+    loss_per_token,
+    scales,
+)
+from bayes_attn.theory.saddles import _bounds, objective, starts
+
+# --------------------------------------------------------------------------------------------------
+# Linear: second-order transition and crossover
+
+
+def second_order_leading(sc: Scales):
+    """P* ~ L V^2 sigma^2 / ((L + V) sqrt(g_O g_W (L + 1)(L + V - 1))): the paper's Eq. 16 with its
+    square root restored (THEORY.md fact 1). It drops a term of relative size ~1e-5 at the paper preset;
+    :func:`second_order_closed_form` is exact.
+    """
+    L, V = sc.L, sc.V
+    return L * V**2 * sc.sigma2 / ((L + V) * jnp.sqrt(sc.g_o * sc.g_w * (L + 1) * (L + V - 1)))
+
+
+def second_order_closed_form(sc: Scales):
+    """Exact P* where the Hessian of the linear action at the origin becomes singular.
+
+    In the coordinates m = c1 + cG/L and r = c1 + cG the quadratic part of the action is
+    [(a - beta K) m^2 + B (r - m)^2 - beta (V-1) r^2] / (2 g_W) with a = (LV/(L+V))^2, K = L(L+V),
+    B = L^2/(L-1) and beta = P^2 g_O g_W / (sigma^4 V^2). Its determinant vanishes at the smaller root
+    of (V-1) K beta^2 - [K B + (V-1)(a + B)] beta + a B = 0, so P* = sigma^2 V sqrt(beta / (g_O g_W)).
+    Dropping beta^2 gives :func:`second_order_leading`.
+    """
+    L, V = sc.L, sc.V
+    a = (L * V / (L + V)) ** 2
+    K = L * (L + V)
+    B = L**2 / (L - 1)
+    b = K * B + (V - 1) * (a + B)
+    beta = 2 * a * B / (b + jnp.sqrt(b**2 - 4 * (V - 1) * K * a * B))
+    return sc.sigma2 * V * jnp.sqrt(beta / (sc.g_o * sc.g_w))
+
+
+@jax.jit
+def _origin_min_eig(P, sc: Scales):
+    H = jax.hessian(lambda c: action_linear(c, P, sc))(jnp.zeros(2))
+    return jnp.linalg.eigvalsh(H)[0]
+
+
+def second_order_numeric(sc: Scales) -> float:
+    """The linear P* as the root of the smallest Hessian eigenvalue at the origin (no closed form used)."""
+    f = lambda logP: float(_origin_min_eig(jnp.exp(logP), sc))  # noqa: E731
+    lo, hi = 0.0, 1.0
+    while f(hi) > 0:
+        lo, hi = hi, hi + 2.0
+    while f(lo) < 0:
+        lo, hi = lo - 2.0, lo
+    return math.exp(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps))
+
+
+@jax.jit
+def _linear_track(logPs, c0, sc: Scales):
+    """Follow a linear minimum along log P by warm-started Newton; returns c(P) and dc/dlogP."""
+
+    def body(c, logP):
+        P = jnp.exp(logP)
+        c = _newton.minimise(lambda x: action_linear(x, P, sc), c, 15)
+        return c, (c, _dc_dlogP(c, P, sc))
+
+    return jax.lax.scan(body, c0, logPs)[1]
+
+
+def _dc_dlogP(c, P, sc: Scales):
+    """Implicit function theorem at a minimum: dc/dlogP = -H^-1 d(grad s)/dlogP."""
+    H = jax.hessian(lambda x: action_linear(x, P, sc))(c)
+    mixed = jax.jacfwd(lambda lp: jax.grad(lambda x: action_linear(x, jnp.exp(lp), sc))(c))(
+        jnp.log(P)
+    )
+    return -jnp.linalg.solve(H, mixed)
+
+
+def crossover(sc: Scales, P_star: float | None = None, span: float = 1e3, n: int = 400) -> dict:
+    """The linear crossover scale and two auxiliary markers.
+
+    The global minimum is followed from just above P* to ``span`` P* on a geometric grid; each marker
+    is then refined by a scalar solve, re-converging the minimum from the nearest grid point.
+    Returns ``{"crossover": P of max d cG/d log P, "c1_peak": P where c1 is largest,
+    "copy_overtakes": P where cG = c1}``; nan where a marker does not exist in the range.
+    """
+    P_star = P_star or second_order_numeric(sc)
+    grid = math.log(P_star) + np.linspace(0.01, math.log(span), n)
+    c, dc = (np.asarray(a) for a in _linear_track(jnp.asarray(grid), jnp.array([1e-3, 0.0]), sc))
+    flip = np.sign(c[:, :1] + 1e-300)  # the Z2 representative with c1 >= 0
+    c, dc = c * flip, dc * flip
+
+    def at(lp):  # (c1, cG, dc1/dlogP, dcG/dlogP) at log P, warm-started from the grid
+        k = int(np.clip(np.searchsorted(grid, lp), 0, n - 1))
+        ck, dk = (np.asarray(a)[0] for a in _linear_track(jnp.asarray([lp]), jnp.asarray(c[k]), sc))
+        f = np.sign(ck[0] + 1e-300)
+        return np.concatenate([ck * f, dk * f])
+
+    def root(y, g):  # first downward zero crossing of the grid values y, refined on g
+        k = next((i for i in range(n - 1) if y[i] > 0 >= y[i + 1]), None)
+        if k is None:
+            return math.nan
+        return math.exp(optimize.brentq(g, grid[k], grid[k + 1], xtol=1e-12))
+
+    k = int(np.argmax(dc[:, 1]))
+    if 0 < k < n - 1:
+        res = optimize.minimize_scalar(
+            lambda lp: -at(lp)[3], bounds=(grid[k - 1], grid[k + 1]), method="bounded",
+            options={"xatol": 1e-9},
+        )
+        P_x = math.exp(res.x)
+    else:
+        P_x = math.nan
+    return {
+        "crossover": P_x,
+        "c1_peak": root(dc[:, 0], lambda lp: at(lp)[2]),
+        "copy_overtakes": root(c[:, 0] - c[:, 1], lambda lp: at(lp)[0] - at(lp)[1]),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Softmax: spinodals and the first-order transition
+
+_NGRID = 2001
+
+
+@jax.jit
+def _softmax_grid_minima(P, sc: Scales):
+    """All minima of the 1-D softmax action by a dense grid over the bounded region, Newton-polished.
+
+    Returns up to 4 minima as (cG, s, valid), sorted by cG.
+    """
+    B_G, _ = _bounds(P, sc)
+    grid = B_G * jnp.linspace(-1.0, 1.0, _NGRID)
+    s = action_softmax(grid, P, sc)
+    is_min = (s[1:-1] < s[:-2]) & (s[1:-1] <= s[2:])
+    (idx,) = jnp.nonzero(is_min, size=4, fill_value=-1)
+    valid = idx >= 0
+    x0 = grid[jnp.where(valid, idx + 1, 0)][:, None]
+    f = lambda c: action_softmax(c[0], P, sc)  # noqa: E731
+    x = _newton.minimise_many(f, x0, 25)[:, 0]
+    vals = jnp.where(valid, action_softmax(x, P, sc), jnp.inf)
+    x = jnp.where(valid, x, jnp.inf)
+    order = jnp.argsort(x)
+    return x[order], vals[order], valid[order]
+
+
+def _n_minima(P, sc) -> int:
+    return int(np.sum(np.asarray(_softmax_grid_minima(jnp.float64(P), sc)[2])))
+
+
+def _spinodal(sc: Scales, P_one: float, P_two: float, strong_side: bool) -> float:
+    """Refine where the minimum count changes between P_one (1 minimum) and P_two (2 minima).
+
+    Bisection on the count, then the exact fold s'(c) = s''(c) = 0 by root finding in (c, log P).
+    """
+    for _ in range(30):
+        mid = math.sqrt(P_one * P_two)
+        if _n_minima(mid, sc) >= 2:
+            P_two = mid
+        else:
+            P_one = mid
+    # the vanishing minimum at P_two, and the fold polished from it
+    x, _, valid = (np.asarray(a) for a in _softmax_grid_minima(jnp.float64(P_two), sc))
+    xs = x[valid]
+    c_guess = xs[-1] if strong_side else xs[0]
+    ds = jax.grad(lambda c, lp: action_softmax(c, jnp.exp(lp), sc))
+    d2s = jax.grad(ds)
+    F = lambda z: [float(ds(z[0], z[1])), float(d2s(z[0], z[1]))]  # noqa: E731
+    sol = optimize.root(F, [c_guess, math.log(P_two)], method="hybr", options={"xtol": 1e-13})
+    P_fold = math.exp(sol.x[1])
+    if sol.success and abs(P_fold / P_two - 1) < 1e-3:
+        return P_fold
+    return P_two
+
+
+def softmax_boundaries(sc: Scales, P_scale: float, n: int = 300) -> dict:
+    """First-order P* (equal action) and the spinodals of the softmax action.
+
+    The count of minima is scanned on a geometric grid of P over [P_scale / 100, 1000 P_scale];
+    where no coexistence is found the transition is not first order and every entry is nan.
+    """
+    Ps = P_scale * np.geomspace(1e-2, 1e3, n)
+    counts = np.asarray(jax.vmap(lambda P: jnp.sum(_softmax_grid_minima(P, sc)[2]))(jnp.asarray(Ps)))
+    two = np.flatnonzero(counts >= 2)
+    nan = {"first_order": math.nan, "spinodals": (math.nan, math.nan)}
+    if two.size == 0 or two[0] == 0 or two[-1] == n - 1:
+        return nan
+    i_lo = two[0]
+    i_hi = i_lo
+    while i_hi + 1 < n and counts[i_hi + 1] >= 2:
+        i_hi += 1
+    lower = _spinodal(sc, Ps[i_lo - 1], Ps[i_lo], strong_side=True)
+    upper = _spinodal(sc, Ps[i_hi + 1], Ps[i_hi], strong_side=False)
+
+    def gap(logP):
+        x, s, valid = (np.asarray(a) for a in _softmax_grid_minima(jnp.float64(math.exp(logP)), sc))
+        s = s[valid]
+        return float(s[-1] - s[0]) if s.size >= 2 else math.nan
+
+    a, b = math.log(Ps[i_lo]), math.log(Ps[i_hi])
+    if not (gap(a) > 0 > gap(b)):
+        return {"first_order": math.nan, "spinodals": (lower, upper)}
+    P_first = math.exp(optimize.brentq(gap, a, b, xtol=1e-12))
+    return {"first_order": P_first, "spinodals": (lower, upper)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Public face
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseBoundaries:
+    """The transitions of the reduced theory for one (task, hyper).
+
+    Attributes
+    ----------
+    second_order : float
+        Linear P* found numerically (Hessian at the origin).
+    second_order_closed_form : float
+        The same from the exact closed form (a root of a quadratic); they agree to ~1e-12.
+    second_order_leading : float
+        THEORY.md's closed form (the paper's Eq. 16 with the square root restored), a leading-order
+        approximation good to ~1e-5 at the paper preset.
+    crossover : float
+        Linear crossover scale, argmax of d cG / d log P.
+    crossover_markers : dict
+        ``c1_peak`` (where c1 stops growing) and ``copy_overtakes`` (where cG = c1).
+    first_order : float
+        Softmax P* of equal action; nan if the softmax transition is not first order here.
+    spinodals : tuple of float
+        Softmax (lower, upper): the strong-copy minimum appears, the weak-copy one disappears.
+    """
+
+    second_order: float
+    second_order_closed_form: float
+    second_order_leading: float
+    crossover: float
+    crossover_markers: dict
+    first_order: float
+    spinodals: tuple[float, float]
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def phase_boundaries(task, hyper) -> PhaseBoundaries:
+    """Every phase boundary of the reduced theory for one task and set of scales.
+
+    References
+    ----------
+    Paper Eqs. 16, 17, 21; THEORY.md facts 1 and 3; docs/theory.md ("Phase boundaries").
+    """
+    sc = scales(task, hyper)
+    P2 = second_order_numeric(sc)
+    cross = crossover(sc, P2)
+    soft = softmax_boundaries(sc, P2)
+    return PhaseBoundaries(
+        second_order=P2,
+        second_order_closed_form=float(second_order_closed_form(sc)),
+        second_order_leading=float(second_order_leading(sc)),
+        crossover=cross.pop("crossover"),
+        crossover_markers=cross,
+        first_order=soft["first_order"],
+        spinodals=tuple(soft["spinodals"]),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Grids of global saddles
+
+_GRID_G = jnp.array([-0.5, 0.0, 0.3, 0.8])
+_GRID_M = jnp.array([0.1, 0.5])
+_GRID_SOFTMAX = jnp.array([-0.5, 0.0, 0.05, 0.2, 0.5, 0.8])
+_CARRY = 4
+
+
+def _grid_starts(activation, P, sc):
+    B_G, B_m = _bounds(P, sc)
+    if activation == "softmax":
+        return (B_G * _GRID_SOFTMAX)[:, None]
+    cG = B_G * _GRID_G[None, :]
+    c1 = B_m * _GRID_M[:, None] - cG / sc.L
+    return jnp.stack(jnp.broadcast_arrays(c1, cG), axis=-1).reshape(-1, 2)
+
+
+@functools.partial(jax.jit, static_argnames=("activation",))
+def global_path(activation: str, Ps, sc: Scales):
+    """Global minima along an increasing array of P, by continuation plus fresh starts at each P.
+
+    Jittable and vmappable over ``sc`` (for example over L or V). Returns (c, action), shapes
+    (n_P, dim) and (n_P,).
+    """
+    f = objective(activation)
+    dim = 2 if activation == "linear" else 1
+
+    def body(carry, P):
+        pts = jnp.concatenate([carry, _grid_starts(activation, P, sc)])
+        pts = _newton.minimise_many(lambda c: f(c, P, sc), pts, 10)
+        vals = jax.vmap(lambda c: f(c, P, sc))(pts)
+        order = jnp.argsort(vals)
+        return pts[order[:_CARRY]], (pts[order[0]], vals[order[0]])
+
+    first = starts(activation, Ps[0], sc)
+    first = _newton.minimise_many(lambda c: f(c, Ps[0], sc), first, 40)
+    vals = jax.vmap(lambda c: f(c, Ps[0], sc))(first)
+    carry = first[jnp.argsort(vals)[:_CARRY]]
+    assert carry.shape[1] == dim
+    return jax.lax.scan(body, carry, Ps)[1]
+
+
+def phase_diagram(task, hyper, P, activation: str, *, L=None, V=None) -> xr.Dataset:
+    """Global saddles over a grid of P and either L (V fixed by ``task``) or V (L fixed).
+
+    Returns an ``xarray.Dataset`` with dims (L or V, P): the order parameters, the action per unit chi
+    and the theory loss per token. Pass exactly one of ``L`` and ``V``.
+    """
+    from bayes_attn._validation import check_activation, check_int
+
+    check_activation(activation)
+    if (L is None) == (V is None):
+        raise ValueError("pass exactly one of L and V")
+    Ps = np.sort(check_positive_array("P", P))
+    axis = "L" if L is not None else "V"
+    values = np.atleast_1d(L if L is not None else V)
+    values = np.array([check_int(axis, v, 2) for v in values])
+    base = scales(task, hyper)
+    rows = base._replace(**{axis: jnp.asarray(values, dtype=jnp.float64)})
+    in_axes = Scales(*(0 if name == axis else None for name in Scales._fields))
+    c, s = jax.vmap(lambda r: global_path(activation, jnp.asarray(Ps), r), in_axes=(in_axes,))(rows)
+    c, s = np.asarray(c), np.asarray(s)
+    Pb = jnp.asarray(Ps)[None, :]
+    Lb = jnp.asarray(values, dtype=float)[:, None] if axis == "L" else base.L
+    sc_b = rows._replace(**{axis: jnp.asarray(values, dtype=float)[:, None]})
+    dims = (axis, "P")
+    coords = {axis: values, "P": Ps}
+    if activation == "linear":
+        c = c * np.sign(c[..., :1] + 1e-300)
+        c1, cG = c[..., 0], c[..., 1]
+        loss = np.asarray(jax.vmap(jax.vmap(loss_per_token, (0, 0, 0, None)), (0, 0, None, in_axes))(
+            jnp.asarray(c1), jnp.asarray(cG), jnp.asarray(Ps), rows))
+        data = {"c1": (dims, c1), "cG": (dims, cG)}
+    else:
+        a1, aG = (np.asarray(a) for a in algebra.softmax_order(jnp.asarray(c[..., 0]), Lb))
+        loss = np.asarray(jax.vmap(jax.vmap(loss_per_token, (0, 0, 0, None)), (0, 0, None, in_axes))(
+            jnp.asarray(a1), jnp.asarray(aG), jnp.asarray(Ps), rows))
+        data = {"aG": (dims, aG), "a1": (dims, a1), "cG": (dims, c[..., 0])}
+    del Pb, sc_b
+    data["action"] = (dims, s)
+    data["loss"] = (dims, loss)
+    ds = xr.Dataset(data, coords=coords)
+    ds.attrs.update(activation=activation, L=task.L, V=task.V, **{k: getattr(hyper, k) for k in ("chi", "g_w", "g_o", "sigma2")})
+    ds["loss"].attrs.update(description="theory loss per token at the global saddle", units="1")
+    ds["action"].attrs.update(description="action per unit chi at the global saddle", units="nats / chi")
+    return ds

@@ -1,0 +1,195 @@
+"""Saddle points of the reduced action: every local minimum, global first.
+
+Minima are found by multi-start damped Newton plus continuation in P: the same starts are also
+carried up from P/16 and down from 16 P in small geometric steps, so that a metastable minimum whose
+basin is small at P is still reached along the branch it belongs to. Starts are placed inside the
+region where any minimum must lie: a minimum has s <= s(0) = P L / (2 sigma^2) and the data term is
+non-negative, so the prior bounds |cG| and |c1 + cG/L| (:func:`_bounds`).
+
+References
+----------
+Paper Sec. 3.3 and Fig. 2; THEORY.md Level 2; docs/theory.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayes_attn import algebra
+from bayes_attn._validation import check_activation, check_positive
+from bayes_attn.theory import _newton
+from bayes_attn.theory.action import Scales, action_linear, action_softmax, loss_per_token, scales
+
+_SPAN = 16.0  # continuation runs from P / _SPAN and from _SPAN * P
+_LEVELS = 12  # geometric continuation steps on each side
+_G_FRACS = jnp.array([-1.0, -0.6, -0.3, -0.1, 0.0, 0.1, 0.3, 0.6, 1.0])
+_M_FRACS = jnp.array([0.0, 0.1, 0.3, 0.6, 1.0])
+_SOFTMAX_FRACS = jnp.linspace(-1.0, 1.0, 25)
+
+
+def objective(activation: str):
+    """The action per unit chi as f(c, P, sc), with c the Gaussian coordinates: (c1, cG) or (cG,)."""
+    if activation == "linear":
+        return action_linear
+    return lambda c, P, sc: action_softmax(c[..., 0], P, sc)
+
+
+def _bounds(P, sc: Scales):
+    """|cG| <= B_G and |c1 + cG/L| <= B_m hold at every minimum (prior <= s(0))."""
+    budget = sc.g_w * P * sc.L / sc.sigma2
+    B_G = jnp.sqrt(budget / (sc.L - 1))
+    B_m = jnp.sqrt(budget) * (sc.L + sc.V) / (sc.L * sc.V)
+    return B_G, B_m
+
+
+def starts(activation: str, P, sc: Scales) -> jax.Array:
+    """Fixed-size grid of starting points covering the region of :func:`_bounds`."""
+    B_G, B_m = _bounds(P, sc)
+    if activation == "softmax":
+        return (B_G * _SOFTMAX_FRACS)[:, None]
+    cG = B_G * _G_FRACS[None, :]
+    m = B_m * _M_FRACS[:, None]
+    c1 = m - cG / sc.L
+    return jnp.stack(jnp.broadcast_arrays(c1, cG), axis=-1).reshape(-1, 2)
+
+
+@functools.partial(jax.jit, static_argnames=("activation",))
+def candidates(activation: str, P, sc: Scales):
+    """Endpoints of all multi-start and continuation runs at P, with their diagnostics.
+
+    Returns ``(points, action, grad_norm, min_eig)``; jittable and vmappable over P and ``sc``.
+    """
+    f = objective(activation)
+
+    def run_path(Ps):
+        x0 = _newton.minimise_many(lambda c: f(c, Ps[0], sc), starts(activation, Ps[0], sc), 40)
+
+        def body(x, Pk):
+            return _newton.minimise_many(lambda c: f(c, Pk, sc), x, 10), None
+
+        return jax.lax.scan(body, x0, Ps[1:])[0]
+
+    ladder = _SPAN ** jnp.linspace(-1.0, 0.0, _LEVELS + 1)
+    direct = _newton.minimise_many(lambda c: f(c, P, sc), starts(activation, P, sc), 40)
+    pts = jnp.concatenate([direct, run_path(P * ladder), run_path(P / ladder)])
+    pts = _newton.minimise_many(lambda c: f(c, P, sc), pts, 30)
+    gnorm, lam, _ = jax.vmap(lambda c: _newton.stationarity(lambda x: f(x, P, sc), c))(pts)
+    return pts, jax.vmap(lambda c: f(c, P, sc))(pts), gnorm, lam
+
+
+@dataclasses.dataclass(frozen=True)
+class Saddle:
+    """A local minimum of the reduced action.
+
+    Attributes
+    ----------
+    activation : str
+    P : float
+    c1, cG : float
+        Linear: the order parameters (Z2 representative with c1 >= 0). Softmax: ``cG`` is the logit gap
+        of the copy entry and ``c1`` is None (softmax ignores it).
+    aG, a1 : float or None
+        Softmax order parameters, a1 = 1 - aG / L. None for linear attention.
+    action : float
+        Action per unit chi, s = S / chi (the log-determinant, O(1), is left out).
+    hessian : ndarray
+        Hessian of s in the Gaussian coordinates: (c1, cG) for linear, cG for softmax.
+    log_weight : float
+        Laplace log-weight at the hyperparameters' chi:
+        -chi s - 1/2 log det(chi H / 2 pi) + log(multiplicity).
+    multiplicity : int
+        2 for a linear minimum off the Z2 axis (its mirror image (-c1, -cG) counts too), else 1.
+    loss : float
+        Theory loss per token at the saddle (:func:`bayes_attn.theory.action.loss_per_token`).
+    """
+
+    activation: str
+    P: float
+    c1: float | None
+    cG: float
+    aG: float | None
+    a1: float | None
+    action: float
+    hessian: np.ndarray
+    log_weight: float
+    multiplicity: int
+    loss: float
+
+    def order_parameters(self) -> dict[str, float]:
+        """The order parameters the paper plots: (c1, cG) for linear, (aG, a1) for softmax."""
+        if self.activation == "linear":
+            return {"c1": self.c1, "cG": self.cG}
+        return {"aG": self.aG, "a1": self.a1}
+
+
+def _canonical(activation: str, c: np.ndarray) -> np.ndarray:
+    """Z2 representative for linear attention: c1 >= 0, and cG >= 0 on the axis c1 = 0."""
+    if activation == "linear":
+        c = c * np.sign(c[0]) if abs(c[0]) > 1e-12 else np.array([0.0, abs(c[1])])
+    return c
+
+
+def saddles(task, hyper, P, activation: str) -> list[Saddle]:
+    """Every local minimum of the reduced action at training-set size P, the global one first.
+
+    Parameters
+    ----------
+    task : CopyTask
+    hyper : Hyper
+    P : float
+        Number of training sequences (> 0; need not be an integer in the theory).
+    activation : {"linear", "softmax"}
+
+    Returns
+    -------
+    list of Saddle
+        Sorted by action. For linear attention each Z2 pair appears once (c1 >= 0).
+
+    References
+    ----------
+    Paper Sec. 3.3, Fig. 2; THEORY.md Level 2.
+    """
+    check_activation(activation)
+    P = check_positive("P", P)
+    sc = scales(task, hyper)
+    pts, vals, gnorm, lam = (np.asarray(a) for a in candidates(activation, jnp.float64(P), sc))
+    ok = (gnorm <= 1e-7 * np.maximum(1.0, np.abs(vals))) & (lam > 0) & np.isfinite(vals)
+    order = np.argsort(np.where(ok, vals, np.inf))
+    kept: list[np.ndarray] = []
+    for i in order:
+        if not ok[i]:
+            break
+        c = _canonical(activation, pts[i])
+        if all(np.linalg.norm(c - k) > 1e-5 * (1 + np.linalg.norm(k)) for k in kept):
+            kept.append(c)
+    return [_make_saddle(activation, P, c, sc, hyper.chi) for c in kept]
+
+
+def _make_saddle(activation, P, c, sc: Scales, chi) -> Saddle:
+    f = objective(activation)
+    cj = jnp.asarray(c)
+    s = float(f(cj, P, sc))
+    H = np.asarray(jax.hessian(lambda x: f(x, P, sc))(cj))
+    n = c.shape[0]
+    if activation == "linear":
+        mult = 1 if np.allclose(c, 0.0, atol=1e-10) else 2
+        c1, cG, a1, aG = float(c[0]), float(c[1]), None, None
+        loss = loss_per_token(c[0], c[1], P, sc)
+    else:
+        mult = 1
+        a1j, aGj = algebra.softmax_order(cj[0], sc.L)
+        c1, cG, a1, aG = None, float(c[0]), float(a1j), float(aGj)
+        loss = loss_per_token(a1j, aGj, P, sc)
+    logw = -chi * s - 0.5 * np.linalg.slogdet(chi * H / (2 * np.pi))[1] + np.log(mult)
+    assert H.shape == (n, n)
+    return Saddle(activation, P, c1, cG, aG, a1, s, H, float(logw), mult, float(loss))
+
+
+def global_saddle(task, hyper, P, activation: str) -> Saddle:
+    """The global minimum of the reduced action (the first of :func:`saddles`)."""
+    return saddles(task, hyper, P, activation)[0]
