@@ -64,5 +64,7 @@ def check_tokens(tokens, L: int, V: int) -> np.ndarray:
             raise ValueError("tokens must be integers in [0, V); got non-integer or NaN entries")
         arr = arr.astype(np.int32)
     if arr.min() < 0 or arr.max() >= V:
-        raise ValueError(f"tokens must lie in [0, V) = [0, {V}), got range [{arr.min()}, {arr.max()}]")
+        raise ValueError(
+            f"tokens must lie in [0, V) = [0, {V}), got range [{arr.min()}, {arr.max()}]"
+        )
     return arr

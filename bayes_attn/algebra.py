@@ -86,12 +86,7 @@ def logits_from_M(M, tokens, V: int) -> jax.Array:
     t = jnp.asarray(tokens)
     Mxx, Mxp = M[:V, :V], M[:V, V:]
     Mpx, Mpp = M[V:, :V], M[V:, V:]
-    return (
-        Mxx[t[..., :, None], t[..., None, :]]
-        + Mxp[t]
-        + jnp.swapaxes(Mpx.T[t], -1, -2)
-        + Mpp
-    )
+    return Mxx[t[..., :, None], t[..., None, :]] + Mxp[t] + jnp.swapaxes(Mpx.T[t], -1, -2) + Mpp
 
 
 def phi(A, tokens, V: int) -> jax.Array:

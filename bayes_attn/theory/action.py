@@ -102,7 +102,11 @@ def logdet_ek(c1, cG, P, sc: Scales):
     """
     g0, gk, _ = algebra.ek_modes(c1, cG, sc.L, sc.V)
     r = P * sc.g_o / sc.sigma2
-    ld = jnp.log1p(r * g0) + (sc.V - 1) * jnp.log1p(r * gk) + (sc.L - 1) * jnp.log1p(r * cG**2 / sc.L**2)
+    ld = (
+        jnp.log1p(r * g0)
+        + (sc.V - 1) * jnp.log1p(r * gk)
+        + (sc.L - 1) * jnp.log1p(r * cG**2 / sc.L**2)
+    )
     return sc.V / 2 * ld
 
 

@@ -135,7 +135,9 @@ def crossover(sc: Scales, P_star: float | None = None, span: float = 1e3, n: int
     k = int(np.argmax(dc[:, 1]))
     if 0 < k < n - 1:
         res = optimize.minimize_scalar(
-            lambda lp: -at(lp)[3], bounds=(grid[k - 1], grid[k + 1]), method="bounded",
+            lambda lp: -at(lp)[3],
+            bounds=(grid[k - 1], grid[k + 1]),
+            method="bounded",
             options={"xatol": 1e-9},
         )
         P_x = math.exp(res.x)
@@ -179,6 +181,13 @@ def _n_minima(P, sc) -> int:
     return int(np.sum(np.asarray(_softmax_grid_minima(jnp.float64(P), sc)[2])))
 
 
+@jax.jit
+def _fold(z, sc: Scales):
+    """(s'(c), s''(c)) of the softmax action at z = (c, log P): both vanish at a spinodal."""
+    ds = jax.grad(lambda c: action_softmax(c, jnp.exp(z[1]), sc))
+    return jnp.stack([ds(z[0]), jax.grad(ds)(z[0])])
+
+
 def _spinodal(sc: Scales, P_one: float, P_two: float, strong_side: bool) -> float:
     """Refine where the minimum count changes between P_one (1 minimum) and P_two (2 minima).
 
@@ -194,9 +203,7 @@ def _spinodal(sc: Scales, P_one: float, P_two: float, strong_side: bool) -> floa
     x, _, valid = (np.asarray(a) for a in _softmax_grid_minima(jnp.float64(P_two), sc))
     xs = x[valid]
     c_guess = xs[-1] if strong_side else xs[0]
-    ds = jax.grad(lambda c, lp: action_softmax(c, jnp.exp(lp), sc))
-    d2s = jax.grad(ds)
-    F = lambda z: [float(ds(z[0], z[1])), float(d2s(z[0], z[1]))]  # noqa: E731
+    F = lambda z: np.asarray(_fold(jnp.asarray(z), sc))  # noqa: E731
     sol = optimize.root(F, [c_guess, math.log(P_two)], method="hybr", options={"xtol": 1e-13})
     P_fold = math.exp(sol.x[1])
     if sol.success and abs(P_fold / P_two - 1) < 1e-3:
@@ -211,7 +218,9 @@ def softmax_boundaries(sc: Scales, P_scale: float, n: int = 300) -> dict:
     where no coexistence is found the transition is not first order and every entry is nan.
     """
     Ps = P_scale * np.geomspace(1e-2, 1e3, n)
-    counts = np.asarray(jax.vmap(lambda P: jnp.sum(_softmax_grid_minima(P, sc)[2]))(jnp.asarray(Ps)))
+    counts = np.asarray(
+        jax.vmap(lambda P: jnp.sum(_softmax_grid_minima(P, sc)[2]))(jnp.asarray(Ps))
+    )
     two = np.flatnonzero(counts >= 2)
     nan = {"first_order": math.nan, "spinodals": (math.nan, math.nan)}
     if two.size == 0 or two[0] == 0 or two[-1] == n - 1:
@@ -367,19 +376,32 @@ def phase_diagram(task, hyper, P, activation: str, *, L=None, V=None) -> xr.Data
     if activation == "linear":
         c = c * np.sign(c[..., :1] + 1e-300)
         c1, cG = c[..., 0], c[..., 1]
-        loss = np.asarray(jax.vmap(jax.vmap(loss_per_token, (0, 0, 0, None)), (0, 0, None, in_axes))(
-            jnp.asarray(c1), jnp.asarray(cG), jnp.asarray(Ps), rows))
+        loss = np.asarray(
+            jax.vmap(jax.vmap(loss_per_token, (0, 0, 0, None)), (0, 0, None, in_axes))(
+                jnp.asarray(c1), jnp.asarray(cG), jnp.asarray(Ps), rows
+            )
+        )
         data = {"c1": (dims, c1), "cG": (dims, cG)}
     else:
         a1, aG = (np.asarray(a) for a in algebra.softmax_order(jnp.asarray(c[..., 0]), Lb))
-        loss = np.asarray(jax.vmap(jax.vmap(loss_per_token, (0, 0, 0, None)), (0, 0, None, in_axes))(
-            jnp.asarray(a1), jnp.asarray(aG), jnp.asarray(Ps), rows))
+        loss = np.asarray(
+            jax.vmap(jax.vmap(loss_per_token, (0, 0, 0, None)), (0, 0, None, in_axes))(
+                jnp.asarray(a1), jnp.asarray(aG), jnp.asarray(Ps), rows
+            )
+        )
         data = {"aG": (dims, aG), "a1": (dims, a1), "cG": (dims, c[..., 0])}
     del Pb, sc_b
     data["action"] = (dims, s)
     data["loss"] = (dims, loss)
     ds = xr.Dataset(data, coords=coords)
-    ds.attrs.update(activation=activation, L=task.L, V=task.V, **{k: getattr(hyper, k) for k in ("chi", "g_w", "g_o", "sigma2")})
+    ds.attrs.update(
+        activation=activation,
+        L=task.L,
+        V=task.V,
+        **{k: getattr(hyper, k) for k in ("chi", "g_w", "g_o", "sigma2")},
+    )
     ds["loss"].attrs.update(description="theory loss per token at the global saddle", units="1")
-    ds["action"].attrs.update(description="action per unit chi at the global saddle", units="nats / chi")
+    ds["action"].attrs.update(
+        description="action per unit chi at the global saddle", units="nats / chi"
+    )
     return ds

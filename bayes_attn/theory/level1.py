@@ -1,0 +1,99 @@
+"""The Level-1 (d -> infinity) action over the bilinear form M, and its MAP on a given dataset.
+
+S(M) / chi = |M|^2 / (2 g_W) + s_data(Phi(M)), with the readout integrated out exactly
+(:func:`bayes_attn.theory.action.data_exact`); the O(1) log-determinant is optional. Optimising it
+is the brute-force check of the reduced (Level-2) theory and of its minimum-norm prior.
+
+References
+----------
+Paper Sec. 3.1-3.2; THEORY.md Level 1 and facts 4-6.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import optimize
+
+from bayes_attn import algebra
+from bayes_attn._validation import check_activation, check_tokens
+from bayes_attn.theory.action import data_exact, logdet_exact
+
+
+def level1_action(M, tokens, task, hyper, activation: str, include_logdet: bool = False):
+    """Level-1 action per unit chi for the bilinear form M ((V+L) x (V+L)) on ``tokens`` (P, L)."""
+    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V), activation)
+    s = jnp.sum(M**2) / (2 * hyper.g_w) + data_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
+    if include_logdet:
+        s = s + logdet_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o) / hyper.chi
+    return s
+
+
+@dataclasses.dataclass(frozen=True)
+class Level1Map:
+    """A local minimum of the Level-1 action.
+
+    ``c1``/``cG`` are the projections of the mean attention on the training tokens (read them as
+    ``a1``/``aG`` for softmax); ``token_residual`` is the RMS token-dependent part of L * A.
+    """
+
+    M: np.ndarray
+    action: float
+    c1: float
+    cG: float
+    token_residual: float
+    converged: bool
+    n_iter: int
+
+
+def level1_map(task, hyper, tokens, activation: str, M0=None, *, maxiter: int = 5000) -> Level1Map:
+    """Minimise the Level-1 action over M by L-BFGS (float64) from ``M0``.
+
+    The default start is the minimum-norm realisation of the global Level-2 saddle at P = len(tokens),
+    as in THEORY.md fact 4. Pass a random ``M0`` to explore other local minima (fact 5).
+    """
+    from bayes_attn.theory.saddles import global_saddle
+
+    check_activation(activation)
+    tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
+    n = task.n_features
+    if M0 is None:
+        sd = global_saddle(task, hyper, tokens.shape[0], activation)
+        c1 = sd.c1 if activation == "linear" else -sd.cG / task.L  # softmax: the cheapest c1
+        M0 = algebra.min_norm_M(algebra.reduced_logits(c1, sd.cG, task.L), task.V)
+    M0 = np.asarray(M0, dtype=np.float64)
+    if M0.shape != (n, n):
+        raise ValueError(f"M0 must have shape ({n}, {n}), got {M0.shape}")
+
+    fg = jax.jit(
+        jax.value_and_grad(
+            lambda m: level1_action(m.reshape(n, n), tokens, task, hyper, activation)
+        )
+    )
+
+    def fun(x):
+        v, g = fg(jnp.asarray(x))
+        return float(v), np.asarray(g, dtype=np.float64)
+
+    res = optimize.minimize(
+        fun,
+        M0.ravel(),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": maxiter, "gtol": 1e-9, "ftol": 1e-15},
+    )
+    M = res.x.reshape(n, n)
+    A = algebra.attention(algebra.logits_from_M(jnp.asarray(M), tokens, task.V), activation)
+    pr = algebra.project(A)
+    return Level1Map(
+        M=M,
+        action=float(res.fun),
+        c1=float(pr["c1"]),
+        cG=float(pr["cG"]),
+        token_residual=float(pr["token_residual"]),
+        converged=bool(res.success),
+        n_iter=int(res.nit),
+    )

@@ -1,0 +1,105 @@
+"""Phase boundaries: closed forms, scaling laws, definitions, and the phase-diagram grids."""
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats
+
+import bayes_attn as ba
+from bayes_attn.theory import action as act
+from bayes_attn.theory import boundaries as bd
+from bayes_attn.theory import global_saddle, phase_boundaries, phase_diagram, saddles
+
+
+@given(
+    st.integers(2, 500),
+    st.integers(2, 100),
+    st.floats(0.01, 100),
+    st.floats(0.01, 100),
+    st.floats(0.1, 1e5),
+)
+def test_numeric_second_order_equals_closed_form(L, V, g_w, g_o, sigma2):
+    sc = act.Scales(*(jnp.float64(x) for x in (L, V, g_w, g_o, sigma2)))
+    numeric = bd.second_order_numeric(sc)
+    closed = float(bd.second_order_closed_form(sc))
+    assert abs(numeric / closed - 1) < 1e-6
+    # THEORY.md's leading-order form differs by a small, documented amount
+    assert abs(float(bd.second_order_leading(sc)) / closed - 1) < 0.05
+
+
+def test_paper_preset_puts_linear_transition_at_100(paper):
+    b = phase_boundaries(*paper)
+    assert abs(b.second_order - 100.0) < 0.01
+    assert abs(b.second_order_leading - 100.0) < 0.01
+    # below P* the origin is the only minimum, above it the origin is a saddle
+    assert saddles(*paper, 0.99 * b.second_order, "linear")[0].c1 == 0.0
+    assert saddles(*paper, 1.01 * b.second_order, "linear")[0].c1 > 0.0
+
+
+def test_large_L_slope_of_log_Pstar_against_log_V_is_two():
+    """Fit log P* = a + k log V at L = 1e5 over V in [2, 64]: k = 2 up to O(V/L) corrections."""
+    Vs = np.geomspace(2, 64, 12)
+    Ps = [
+        bd.second_order_numeric(act.Scales(*(jnp.float64(x) for x in (1e5, V, 1.0, 1.0, 100.0))))
+        for V in Vs
+    ]
+    fit = stats.linregress(np.log(Vs), np.log(Ps))
+    assert abs(fit.slope - 2.0) < 2e-3
+    # and at the paper's L = 25 the law visibly bends (the crossover out of the scaling regime)
+    Ps25 = [
+        float(
+            bd.second_order_closed_form(act.Scales(*(jnp.float64(x) for x in (25, V, 1, 1, 100))))
+        )
+        for V in Vs
+    ]
+    assert stats.linregress(np.log(Vs), np.log(Ps25)).slope < 1.8
+
+
+def test_softmax_boundaries_are_ordered_and_are_folds(paper):
+    task, hyper = paper
+    b = phase_boundaries(task, hyper)
+    lo, hi = b.spinodals
+    assert lo < b.first_order < hi
+    assert len(saddles(task, hyper, lo * 1.0001, "softmax")) == 2
+    assert len(saddles(task, hyper, lo * 0.9999, "softmax")) == 1
+    assert len(saddles(task, hyper, hi * 0.9999, "softmax")) == 2
+    assert len(saddles(task, hyper, hi * 1.0001, "softmax")) == 1
+
+
+def test_crossover_is_the_steepest_growth_of_cG(paper):
+    """Finite differences of independent global saddles: the slope of cG in log P peaks at the crossover."""
+    task, hyper = paper
+    b = phase_boundaries(task, hyper)
+    P_x = b.crossover
+
+    def slope(P, h=1e-3):
+        up = global_saddle(task, hyper, P * math.exp(h), "linear").cG
+        down = global_saddle(task, hyper, P * math.exp(-h), "linear").cG
+        return (up - down) / (2 * h)
+
+    assert slope(P_x) > slope(P_x * 0.9) and slope(P_x) > slope(P_x * 1.1)
+    m = b.crossover_markers
+    assert b.second_order < m["c1_peak"] < m["copy_overtakes"] < P_x
+    sd = global_saddle(task, hyper, m["copy_overtakes"], "linear")
+    assert abs(sd.c1 - sd.cG) < 1e-6
+
+
+def test_phase_diagram_matches_pointwise_global_saddles(paper):
+    task, hyper = paper
+    Ps = np.geomspace(20, 4000, 60)
+    for activation, key in (("linear", "cG"), ("softmax", "aG")):
+        ds = phase_diagram(task, hyper, Ps, activation, L=[10, 25])
+        assert ds[key].dims == ("L", "P") and ds[key].shape == (2, 60)
+        for L in (10, 25):
+            t = ba.CopyTask(L=L, V=task.V)
+            for i in (5, 30, 45, 59):
+                sd = global_saddle(t, hyper, Ps[i], activation)
+                got = float(ds[key].sel(L=L).isel(P=i))
+                want = sd.cG if activation == "linear" else sd.aG
+                assert abs(got - want) < 1e-6 * (1 + abs(want)), (activation, L, Ps[i])
+                assert abs(float(ds["loss"].sel(L=L).isel(P=i)) - sd.loss) < 1e-8
+    dv = phase_diagram(task, hyper, Ps, "softmax", V=[3, 5])
+    assert dv["aG"].dims == ("V", "P")
