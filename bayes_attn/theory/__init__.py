@@ -25,6 +25,7 @@ from bayes_attn.theory.boundaries import (
     second_order_closed_form,
     second_order_leading,
 )
+from bayes_attn.theory.landscape import landscape
 from bayes_attn.theory.level1 import Level1Map, level1_action, level1_map
 from bayes_attn.theory.saddles import Saddle, global_saddle, saddles
 
@@ -38,6 +39,7 @@ __all__ = [
     "data_ek",
     "data_exact",
     "global_saddle",
+    "landscape",
     "level1_action",
     "level1_map",
     "logdet_ek",
