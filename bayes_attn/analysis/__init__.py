@@ -1,5 +1,6 @@
-"""Analysis: figures now; diagnostics, mode census and sweeps come with later issues."""
+"""Analysis: diagnostics and figures."""
 
 from bayes_attn.analysis import plots
+from bayes_attn.analysis.diagnostics import Diagnosis, diagnose
 
-__all__ = ["plots"]
+__all__ = ["Diagnosis", "diagnose", "plots"]

@@ -1,1 +1,6 @@
-"""Reserved for later issues (see the issue tracker)."""
+"""NumPyro models of the copy-task posterior at each level (THEORY.md Levels 0-2)."""
+
+from bayes_attn.models.kernel_limit import kernel_limit_model
+from bayes_attn.models.order_params import order_param_model
+
+__all__ = ["kernel_limit_model", "order_param_model"]

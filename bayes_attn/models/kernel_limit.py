@@ -1,0 +1,40 @@
+"""Level 1 as a NumPyro model: the d -> infinity posterior over the bilinear form M.
+
+References
+----------
+Paper Sec. 3.1-3.2 ("closed-form posterior over the attention matrix"); THEORY.md Level 1.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+
+from bayes_attn import algebra
+from bayes_attn._validation import check_activation, check_tokens
+from bayes_attn.theory.action import data_exact, logdet_exact
+
+
+def kernel_limit_model(task, hyper, tokens, activation: str):
+    """Posterior over M ((V+L) x (V+L), prior N(0, g_W / chi)) with the readout integrated out exactly.
+
+    The likelihood is the exact Gaussian evidence of the tokens' targets (Woodbury in V+L dimensions,
+    log-determinant included). Logits come from per-(token, position) table gathers
+    (:func:`algebra.logits_from_M`). Deterministic sites: ``c1``/``cG`` (linear) or ``a1``/``aG``
+    (softmax) projected from the mean attention over the dataset, and ``token_residual``.
+    """
+    check_activation(activation)
+    tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
+    n = task.n_features
+    scale = jnp.sqrt(hyper.g_w / hyper.chi)
+    M = numpyro.sample("M", dist.Normal(0.0, scale).expand((n, n)).to_event(2))
+    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V), activation)
+    s_data = data_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
+    logdet = logdet_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
+    numpyro.factor("evidence", -hyper.chi * s_data - logdet)
+    pr = algebra.project(A)
+    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    numpyro.deterministic(names[0], pr["c1"])
+    numpyro.deterministic(names[1], pr["cG"])
+    numpyro.deterministic("token_residual", pr["token_residual"])
