@@ -20,6 +20,8 @@ Paper Sec. 3.3 (order parameters), App. F; THEORY.md Levels 1 and 2.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -77,16 +79,24 @@ def attention(K, activation: str) -> jax.Array:
     return jax.nn.softmax(K, axis=-1)
 
 
-def logits_from_M(M, tokens, V: int) -> jax.Array:
-    """Level-1 logits K[p, a, b] = psi[p, a]^T M psi[p, b], shape (P, L, L), computed by gathers.
-
-    With psi = (x, e_a) the bilinear form splits into four blocks, and each is a table lookup:
-    K = M_xx[t_a, t_b] + M_xp[t_a, b] + M_px[a, t_b] + M_pp[a, b]. No (P, L, V+L) tensor is formed.
-    """
+def symbols(tokens, V: int) -> jax.Array:
+    """Index of each (token, position) pair, a * V + t[a], in the frame of :func:`feature_frame`."""
     t = jnp.asarray(tokens)
-    Mxx, Mxp = M[:V, :V], M[:V, V:]
-    Mpx, Mpp = M[V:, :V], M[V:, V:]
-    return Mxx[t[..., :, None], t[..., None, :]] + Mxp[t] + jnp.swapaxes(Mpx.T[t], -1, -2) + Mpp
+    return jnp.arange(t.shape[-1]) * V + t
+
+
+def logits_from_M(M, tokens, V: int) -> jax.Array:
+    """Level-1 logits K[p, a, b] = psi[p, a]^T M psi[p, b], shape (P, L, L), by one table gather.
+
+    Every feature is one of the V * L columns of the frame X (a token at a position), so all logits
+    are entries of the (V L) x (V L) table T = X^T M X, gathered by (token, position) symbol. No
+    (P, L, V+L) tensor is formed, and the backward pass is one scatter into T.
+    """
+    L = jnp.shape(tokens)[-1]
+    X = jnp.asarray(feature_frame(L, V), dtype=M.dtype)
+    T = X.T @ M @ X
+    s = symbols(tokens, V)
+    return T[s[..., :, None], s[..., None, :]]
 
 
 def phi(A, tokens, V: int) -> jax.Array:
@@ -146,10 +156,13 @@ def softmax_dlogit(aG, L):
 # Minimum-norm realisation of token-independent logits
 
 
-def _feature_frame(L: int, V: int) -> np.ndarray:
+@functools.lru_cache(maxsize=64)
+def feature_frame(L: int, V: int) -> np.ndarray:
     """Columns psi(i, a) = (e_i, e_a) for every token i and position a: shape (V+L, V*L), order (a, i)."""
     cols = [np.concatenate([np.eye(V)[i], np.eye(L)[a]]) for a in range(L) for i in range(V)]
-    return np.stack(cols, axis=1)
+    frame = np.stack(cols, axis=1)
+    frame.flags.writeable = False
+    return frame
 
 
 def min_norm_M(K, V: int) -> jax.Array:
@@ -159,7 +172,7 @@ def min_norm_M(K, V: int) -> jax.Array:
     """
     K = jnp.asarray(K)
     L = K.shape[-1]
-    Xp = jnp.asarray(np.linalg.pinv(_feature_frame(L, V)))  # (V*L, V+L)
+    Xp = jnp.asarray(np.linalg.pinv(feature_frame(L, V)))  # (V*L, V+L)
     T = jnp.repeat(jnp.repeat(K, V, axis=0), V, axis=1)
     return Xp.T @ T @ Xp
 
