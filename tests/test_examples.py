@@ -29,3 +29,24 @@ def test_demo_writes_every_file(tmp_path):
 
     ds = xr.open_dataset(out / "theory_softmax.nc", engine="h5netcdf")
     assert {"aG", "a1", "loss", "action"} <= set(ds.data_vars)
+
+
+def test_reduced_posterior_example(tmp_path):
+    out = tmp_path / "rp"
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "reduced_posterior.py"),
+            "--quick",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={"MPLBACKEND": "Agg", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"},
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "chains disagree" in res.stdout  # above P* the Z2 images are reported, not hidden
+    for name in ("variance_c1.png", "posterior_P40.png", "pair_P250.png"):
+        assert (out / name).stat().st_size > 1000, name
