@@ -13,7 +13,7 @@ import numpyro.distributions as dist
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_tokens
-from bayes_attn.theory.action import data_exact, logdet_exact
+from bayes_attn.theory.action import evidence_exact
 
 
 def kernel_limit_model(task, hyper, tokens, activation: str):
@@ -30,8 +30,7 @@ def kernel_limit_model(task, hyper, tokens, activation: str):
     scale = jnp.sqrt(hyper.g_w / hyper.chi)
     M = numpyro.sample("M", dist.Normal(0.0, scale).expand((n, n)).to_event(2))
     A = algebra.attention(algebra.logits_from_M(M, tokens, task.V), activation)
-    s_data = data_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
-    logdet = logdet_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
+    s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
     numpyro.factor("evidence", -hyper.chi * s_data - logdet)
     pr = algebra.project(A)
     names = ("c1", "cG") if activation == "linear" else ("a1", "aG")

@@ -81,17 +81,26 @@ def gram(A, tokens, V: int):
     return Phi.T @ Phi, Phi.T @ y, jnp.sum(y**2)
 
 
-def data_exact(A, tokens, V: int, sigma2, g_o):
-    """Exact finite-P data term for a dataset, by Woodbury in V+L dimensions (no EK step).
+def evidence_exact(A, tokens, V: int, sigma2, g_o):
+    """Exact finite-P data term and log-determinant for a dataset, from one Gram matrix and one
+    Cholesky factor in V+L dimensions (Woodbury; no EK step).
 
-    s_data = [sum |y|^2 - tr(B^T (sigma^2/g_O + Phi^T Phi)^-1 B)] / (2 sigma^2), B = Phi^T y.
-    ``A`` is (L, L) or (P, L, L).
+    Returns ``(s_data, logdet)`` with
+    s_data = [sum |y|^2 - tr(B^T (lam + Phi^T Phi)^-1 B)] / (2 sigma^2), B = Phi^T y, lam = sigma^2/g_O,
+    logdet = (V/2) log det(I + Phi^T Phi / lam). ``A`` is (L, L) or (P, L, L).
     """
     G, B, yy = gram(A, tokens, V)
     n = G.shape[0]
-    chol = jax.scipy.linalg.cho_factor(sigma2 / g_o * jnp.eye(n) + G)
+    lam = sigma2 / g_o
+    chol = jax.scipy.linalg.cho_factor(lam * jnp.eye(n) + G, lower=True)
     fit = jnp.sum(B * jax.scipy.linalg.cho_solve(chol, B))
-    return (yy - fit) / (2 * sigma2)
+    logdet = V * (jnp.sum(jnp.log(jnp.diagonal(chol[0]))) - n / 2 * jnp.log(lam))
+    return (yy - fit) / (2 * sigma2), logdet
+
+
+def data_exact(A, tokens, V: int, sigma2, g_o):
+    """Exact finite-P data term for a dataset (the first output of :func:`evidence_exact`)."""
+    return evidence_exact(A, tokens, V, sigma2, g_o)[0]
 
 
 def logdet_ek(c1, cG, P, sc: Scales):
@@ -111,10 +120,8 @@ def logdet_ek(c1, cG, P, sc: Scales):
 
 
 def logdet_exact(A, tokens, V: int, sigma2, g_o):
-    """(V/2) log det(I + g_O Phi^T Phi / sigma^2) for a dataset."""
-    G, _, _ = gram(A, tokens, V)
-    n = G.shape[0]
-    return V / 2 * jnp.linalg.slogdet(jnp.eye(n) + g_o / sigma2 * G)[1]
+    """(V/2) log det(I + g_O Phi^T Phi / sigma^2) for a dataset (second output of :func:`evidence_exact`)."""
+    return evidence_exact(A, tokens, V, sigma2, g_o)[1]
 
 
 # --------------------------------------------------------------------------------------------------

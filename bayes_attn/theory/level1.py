@@ -20,16 +20,15 @@ from scipy import optimize
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_tokens
-from bayes_attn.theory.action import data_exact, logdet_exact
+from bayes_attn.theory.action import evidence_exact
 
 
 def level1_action(M, tokens, task, hyper, activation: str, include_logdet: bool = False):
     """Level-1 action per unit chi for the bilinear form M ((V+L) x (V+L)) on ``tokens`` (P, L)."""
     A = algebra.attention(algebra.logits_from_M(M, tokens, task.V), activation)
-    s = jnp.sum(M**2) / (2 * hyper.g_w) + data_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
-    if include_logdet:
-        s = s + logdet_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o) / hyper.chi
-    return s
+    s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
+    s = jnp.sum(M**2) / (2 * hyper.g_w) + s_data
+    return s + logdet / hyper.chi if include_logdet else s
 
 
 @dataclasses.dataclass(frozen=True)
