@@ -31,11 +31,14 @@ def main():
     print(f"grid: {args.n} P values x {len(Ls)} L values, V = {task.V}")
     for activation, key in (("linear", "cG"), ("softmax", "aG")):
         t0 = time.perf_counter()
-        ds = phase_diagram(task, hyper, Ps, activation, L=Ls)
+        ds = phase_diagram(task, hyper, Ps, activation, L=Ls, boundaries=False)
         cold = time.perf_counter() - t0
         t0 = time.perf_counter()
-        ds = phase_diagram(task, hyper, Ps, activation, L=Ls)
+        ds = phase_diagram(task, hyper, Ps, activation, L=Ls, boundaries=False)
         warm = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        phase_diagram(task, hyper, Ps[:2], activation, L=Ls, boundaries=True)
+        t_bound = time.perf_counter() - t0
         pick = rng.choice(Ps.size * Ls.size, size=args.baseline, replace=False)
         global_saddle(task, hyper, 100.0, activation)  # compile the baseline first
         t0 = time.perf_counter()
@@ -52,6 +55,7 @@ def main():
             f"baseline saddles(): {per_point * 1e3:6.1f} ms/point -> {base:7.1f} s for the grid | "
             f"speed-up x{base / warm:6.1f} | max |diff| on {args.baseline} points {worst:.1e}"
         )
+        print(f"{'':8s} boundaries for all {len(Ls)} values of L: {t_bound:6.1f} s")
 
 
 if __name__ == "__main__":

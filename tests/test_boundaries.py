@@ -101,5 +101,12 @@ def test_phase_diagram_matches_pointwise_global_saddles(paper):
                 want = sd.cG if activation == "linear" else sd.aG
                 assert abs(got - want) < 1e-6 * (1 + abs(want)), (activation, L, Ps[i])
                 assert abs(float(ds["loss"].sel(L=L).isel(P=i)) - sd.loss) < 1e-8
-    dv = phase_diagram(task, hyper, Ps, "softmax", V=[3, 5])
-    assert dv["aG"].dims == ("V", "P")
+    # the boundaries along the L axis are those of phase_boundaries at each L
+    b = phase_boundaries(task, hyper)
+    lin = phase_diagram(task, hyper, Ps[:3], "linear", L=[25])
+    assert abs(float(lin.second_order.sel(L=25)) / b.second_order - 1) < 1e-9
+    assert abs(float(lin.crossover.sel(L=25)) / b.crossover - 1) < 1e-6
+    dv = phase_diagram(task, hyper, Ps[:3], "softmax", V=[3, 5])
+    assert dv["aG"].dims == ("V", "P") and dv["first_order"].dims == ("V",)
+    assert abs(float(dv.first_order.sel(V=5)) / b.first_order - 1) < 1e-6
+    assert dv.spinodal_lower.sel(V=5) < dv.first_order.sel(V=5) < dv.spinodal_upper.sel(V=5)

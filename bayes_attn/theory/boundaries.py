@@ -26,7 +26,7 @@ import xarray as xr
 from scipy import optimize
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_positive_array
+from bayes_attn._validation import check_activation, check_int, check_positive_array
 from bayes_attn.theory import _newton
 from bayes_attn.theory.action import (
     Scales,
@@ -237,7 +237,13 @@ def softmax_boundaries(sc: Scales, P_scale: float, n: int = 300) -> dict:
         s = s[valid]
         return float(s[-1] - s[0]) if s.size >= 2 else math.nan
 
-    a, b = math.log(Ps[i_lo]), math.log(Ps[i_hi])
+    # bracket inside the refined spinodals, where both minima exist (and the grid sees both)
+    lo, width = math.log(lower), math.log(upper) - math.log(lower)
+    a = next((lo + f * width for f in (0.02, 2e-3, 2e-4) if gap(lo + f * width) > 0), math.nan)
+    b = next(
+        (lo + (1 - f) * width for f in (0.02, 2e-3, 2e-4) if gap(lo + (1 - f) * width) < 0),
+        math.nan,
+    )
     if not (gap(a) > 0 > gap(b)):
         return {"first_order": math.nan, "spinodals": (lower, upper)}
     P_first = math.exp(optimize.brentq(gap, a, b, xtol=1e-12))
@@ -348,14 +354,37 @@ def global_path(activation: str, Ps, sc: Scales):
     return jax.lax.scan(body, carry, Ps)[1]
 
 
-def phase_diagram(task, hyper, P, activation: str, *, L=None, V=None) -> xr.Dataset:
+def _row_boundaries(activation, rows: Scales, n: int, axis: str) -> dict:
+    """The activation's phase boundaries for each row of a batched Scales."""
+    out = {}
+    for i in range(n):
+        sc = Scales(*(jnp.asarray(a)[i] if jnp.ndim(a) else a for a in rows))
+        P2 = float(second_order_closed_form(sc))
+        if activation == "linear":
+            values = {"second_order": P2, "crossover": crossover(sc, P2)["crossover"]}
+        else:
+            soft = softmax_boundaries(sc, P2)
+            lo, hi = soft["spinodals"]
+            values = {
+                "first_order": soft["first_order"],
+                "spinodal_lower": lo,
+                "spinodal_upper": hi,
+            }
+        for k, v in values.items():
+            out.setdefault(k, np.full(n, np.nan))[i] = v
+    return {k: ((axis,), v) for k, v in out.items()}
+
+
+def phase_diagram(
+    task, hyper, P, activation: str, *, L=None, V=None, boundaries: bool = True
+) -> xr.Dataset:
     """Global saddles over a grid of P and either L (V fixed by ``task``) or V (L fixed).
 
     Returns an ``xarray.Dataset`` with dims (L or V, P): the order parameters, the action per unit chi
-    and the theory loss per token. Pass exactly one of ``L`` and ``V``.
+    and the theory loss per token. With ``boundaries`` it also holds, along the L or V axis, the phase
+    boundaries of the activation: ``second_order`` and ``crossover`` (linear), ``first_order``,
+    ``spinodal_lower`` and ``spinodal_upper`` (softmax). Pass exactly one of ``L`` and ``V``.
     """
-    from bayes_attn._validation import check_activation, check_int
-
     check_activation(activation)
     if (L is None) == (V is None):
         raise ValueError("pass exactly one of L and V")
@@ -368,31 +397,23 @@ def phase_diagram(task, hyper, P, activation: str, *, L=None, V=None) -> xr.Data
     in_axes = Scales(*(0 if name == axis else None for name in Scales._fields))
     c, s = jax.vmap(lambda r: global_path(activation, jnp.asarray(Ps), r), in_axes=(in_axes,))(rows)
     c, s = np.asarray(c), np.asarray(s)
-    Pb = jnp.asarray(Ps)[None, :]
-    Lb = jnp.asarray(values, dtype=float)[:, None] if axis == "L" else base.L
-    sc_b = rows._replace(**{axis: jnp.asarray(values, dtype=float)[:, None]})
     dims = (axis, "P")
     coords = {axis: values, "P": Ps}
     if activation == "linear":
-        c = c * np.sign(c[..., :1] + 1e-300)
-        c1, cG = c[..., 0], c[..., 1]
-        loss = np.asarray(
-            jax.vmap(jax.vmap(loss_per_token, (0, 0, 0, None)), (0, 0, None, in_axes))(
-                jnp.asarray(c1), jnp.asarray(cG), jnp.asarray(Ps), rows
-            )
-        )
-        data = {"c1": (dims, c1), "cG": (dims, cG)}
+        c = c * np.sign(c[..., :1] + 1e-300)  # the Z2 representative with c1 >= 0
+        data = {"c1": (dims, c[..., 0]), "cG": (dims, c[..., 1])}
+        attn = (c[..., 0], c[..., 1])
     else:
+        Lb = jnp.asarray(values, dtype=float)[:, None] if axis == "L" else base.L
         a1, aG = (np.asarray(a) for a in algebra.softmax_order(jnp.asarray(c[..., 0]), Lb))
-        loss = np.asarray(
-            jax.vmap(jax.vmap(loss_per_token, (0, 0, 0, None)), (0, 0, None, in_axes))(
-                jnp.asarray(a1), jnp.asarray(aG), jnp.asarray(Ps), rows
-            )
-        )
         data = {"aG": (dims, aG), "a1": (dims, a1), "cG": (dims, c[..., 0])}
-    del Pb, sc_b
+        attn = (a1, aG)
+    per_point = jax.vmap(jax.vmap(loss_per_token, (0, 0, 0, None)), (0, 0, None, in_axes))
+    loss = np.asarray(per_point(jnp.asarray(attn[0]), jnp.asarray(attn[1]), jnp.asarray(Ps), rows))
     data["action"] = (dims, s)
     data["loss"] = (dims, loss)
+    if boundaries:
+        data.update(_row_boundaries(activation, rows, len(values), axis))
     ds = xr.Dataset(data, coords=coords)
     ds.attrs.update(
         activation=activation,
