@@ -110,3 +110,27 @@ def test_phase_diagram_matches_pointwise_global_saddles(paper):
     assert dv["aG"].dims == ("V", "P") and dv["first_order"].dims == ("V",)
     assert abs(float(dv.first_order.sel(V=5)) / b.first_order - 1) < 1e-6
     assert dv.spinodal_lower.sel(V=5) < dv.first_order.sel(V=5) < dv.spinodal_upper.sel(V=5)
+
+
+def test_theory_is_vmappable_over_P_and_scales(paper):
+    """The actions and the candidate search are pure JAX: vmap over P and over a batch of scales."""
+    import jax
+
+    from bayes_attn.theory.saddles import candidates
+
+    task, hyper = paper
+    sc = act.scales(task, hyper)
+    Ps = jnp.array([50.0, 300.0, 1500.0])
+    c = jnp.array([0.3, 0.5])
+    s_batch = jax.vmap(lambda P: act.action_linear(c, P, sc))(Ps)
+    for P, s in zip(Ps, s_batch, strict=True):
+        assert abs(float(s) - float(act.action_linear(c, P, sc))) < 1e-12
+    pts, vals, _, _ = jax.vmap(lambda P: candidates("softmax", P, sc))(Ps)
+    assert pts.shape[0] == 3 and vals.shape[0] == 3
+    assert abs(float(vals[2].min()) - saddles(task, hyper, 1500.0, "softmax")[0].action) < 1e-9
+    sigma2s = jnp.array([50.0, 131.8, 400.0])
+    batch = sc._replace(sigma2=sigma2s)
+    axes = act.Scales(None, None, None, None, 0)
+    P_num = jax.vmap(bd.second_order_closed_form, in_axes=(axes,))(batch)
+    assert jnp.all(jnp.diff(P_num) > 0)  # P* grows linearly with sigma^2
+    np.testing.assert_allclose(P_num / sigma2s, P_num[0] / sigma2s[0], rtol=1e-12)
