@@ -43,6 +43,8 @@ def _describe(model, model_args, model_kwargs) -> dict:
     scalars = [a for a in model_args if isinstance(a, int | float) and not isinstance(a, bool)]
     if attrs["level"] == "order_parameters" and scalars:
         attrs["P"] = float(scalars[0])
+    if attrs["level"] == "network" and scalars:
+        attrs["d_model"] = int(scalars[0])
     if model_kwargs:
         attrs["model_kwargs"] = json.dumps({k: repr(v) for k, v in model_kwargs.items()})
     return attrs

@@ -1,0 +1,154 @@
+"""Level 0: the finite-width attention network, its forward pass and its NumPyro model.
+
+One forward serves every user (the NumPyro model here, the trainers to come). It is exact and fast:
+every token is one of V symbols at one of L positions, so the embeddings form a (V L) x d table H,
+the logits of every sequence are gathered from the (V L) x (V L) table H W_G H^T / d, and the readout
+from the (V L) x V table H W_O^T. The cost per step grows with V L d^2 plus gathers, not P L d^2.
+:func:`forward_per_token` is the straightforward version, kept as the reference.
+
+References
+----------
+Paper Sec. 2; THEORY.md Level 0.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+
+from bayes_attn import algebra
+from bayes_attn._validation import check_activation, check_int, check_tokens
+
+
+def prior_scales(hyper, d_model: int, factorized: bool = False) -> dict[str, float]:
+    """Prior standard deviations of the weights (THEORY.md Level 0).
+
+    W_emb, p ~ N(0, 1); W_G ~ N(0, g_W / chi); W_O ~ N(0, g_O / (chi d)). Factorised, W_G = W_Q^T W_K
+    with W_Q, W_K (d x d) ~ N(0, (g_W / chi)^(1/2) / d^(1/2)), so that W_G has the same entry variance.
+    """
+    std = {"W_emb": 1.0, "p": 1.0, "W_O": (hyper.g_o / (hyper.chi * d_model)) ** 0.5}
+    if factorized:
+        std["W_Q"] = std["W_K"] = (hyper.g_w / hyper.chi) ** 0.25 / d_model**0.25
+    else:
+        std["W_G"] = (hyper.g_w / hyper.chi) ** 0.5
+    return std
+
+
+def param_shapes(task, d_model: int, factorized: bool = False) -> dict[str, tuple[int, int]]:
+    d = d_model
+    shapes = {"W_emb": (d, task.V), "p": (d, task.L), "W_O": (task.V, d)}
+    shapes.update({"W_Q": (d, d), "W_K": (d, d)} if factorized else {"W_G": (d, d)})
+    return shapes
+
+
+def init_params(key, task, hyper, d_model: int, factorized: bool = False) -> dict[str, jax.Array]:
+    """A draw from the prior."""
+    d_model = check_int("d_model", d_model, 1)
+    std = prior_scales(hyper, d_model, factorized)
+    shapes = param_shapes(task, d_model, factorized)
+    keys = jax.random.split(key, len(shapes))
+    return {
+        n: std[n] * jax.random.normal(k, shapes[n])
+        for k, n in zip(keys, sorted(shapes), strict=True)
+    }
+
+
+def _gate(params):
+    """W_G, full or factorised."""
+    return params["W_G"] if "W_G" in params else params["W_Q"].T @ params["W_K"]
+
+
+def forward(params, tokens, activation: str):
+    """Readout f (P, L, V) and attention A (P, L, L) by table gathers (exact).
+
+    H[a V + t] = W_emb[:, t] + p[:, a]; logits K[p, a, b] = (H W_G H^T / d)[s_pa, s_pb];
+    f[p, a] = sum_b A[p, a, b] (H W_O^T)[s_pb].
+    """
+    W_emb, pos, W_O = params["W_emb"], params["p"], params["W_O"]
+    d, V = W_emb.shape
+    L = pos.shape[1]
+    H = (pos.T[:, None, :] + W_emb.T[None, :, :]).reshape(L * V, d)
+    if "W_G" in params:
+        T = (H @ params["W_G"]) @ H.T / d
+    else:
+        T = (H @ params["W_Q"].T) @ (H @ params["W_K"].T).T / d
+    s = algebra.symbols(tokens, V)
+    A = algebra.attention(T[s[..., :, None], s[..., None, :]], activation)
+    f = A @ (H @ W_O.T)[s]
+    return f, A
+
+
+def forward_per_token(params, tokens, activation: str):
+    """The straightforward forward: embed every token, then dense (P, L, d) products."""
+    W_emb, pos, W_O = params["W_emb"], params["p"], params["W_O"]
+    d, V = W_emb.shape
+    h = algebra.one_hot(tokens, V) @ W_emb.T + pos.T
+    K = jnp.einsum("pad,de,pbe->pab", h, _gate(params), h) / d
+    A = algebra.attention(K, activation)
+    return jnp.einsum("pab,pbd->pad", A, h) @ W_O.T, A
+
+
+def network_model(
+    task,
+    hyper,
+    tokens,
+    activation: str,
+    d_model: int,
+    *,
+    factorized: bool = False,
+    train_embeddings: bool = True,
+    batch_size: int | None = None,
+    embeddings: tuple | None = None,
+):
+    """The finite-width network with its Gaussian priors and Gaussian likelihood (THEORY.md Level 0).
+
+    Parameters
+    ----------
+    tokens : (P, L) integer array
+    d_model : int
+    factorized : bool
+        Sample W_Q, W_K with W_G = W_Q^T W_K instead of W_G.
+    train_embeddings : bool
+        If False, W_emb and p are held fixed at ``embeddings`` (a (W_emb, p) pair; by default a
+        prior draw from ``jax.random.key(0)``).
+    batch_size : int, optional
+        The likelihood sits under ``numpyro.plate("sequences", P, subsample_size=batch_size)``, so a
+        stochastic-gradient sampler sees minibatches; NUTS uses the full data (None).
+
+    Deterministic sites: ``c1``/``cG`` (linear) or ``a1``/``aG`` (softmax) projected from the mean
+    attention over the tokens, and ``token_residual``.
+    """
+    check_activation(activation)
+    d_model = check_int("d_model", d_model, 1)
+    tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
+    P = tokens.shape[0]
+    if batch_size is not None:
+        batch_size = min(check_int("batch_size", batch_size, 1), P)
+    std = prior_scales(hyper, d_model, factorized)
+    shapes = param_shapes(task, d_model, factorized)
+    if not train_embeddings:
+        if embeddings is None:
+            fixed = init_params(jax.random.key(0), task, hyper, d_model, factorized)
+            embeddings = (fixed["W_emb"], fixed["p"])
+        W_emb, pos = (jnp.asarray(e) for e in embeddings)
+        if W_emb.shape != shapes["W_emb"] or pos.shape != shapes["p"]:
+            raise ValueError(f"embeddings must have shapes {shapes['W_emb']} and {shapes['p']}")
+        params = {"W_emb": W_emb, "p": pos}
+    else:
+        params = {}
+    for name in sorted(shapes):
+        if name not in params:
+            prior = dist.Normal(0.0, std[name]).expand(shapes[name]).to_event(2)
+            params[name] = numpyro.sample(name, prior)
+    f, A = forward(params, tokens, activation)
+    y = algebra.targets(tokens, task.V)
+    noise = (hyper.sigma2 / hyper.chi) ** 0.5
+    with numpyro.plate("sequences", P, subsample_size=batch_size) as idx:
+        numpyro.sample("y", dist.Normal(f[idx], noise).to_event(2), obs=y[idx])
+    pr = algebra.project(A)
+    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    numpyro.deterministic(names[0], pr["c1"])
+    numpyro.deterministic(names[1], pr["cG"])
+    numpyro.deterministic("token_residual", pr["token_residual"])

@@ -1,0 +1,89 @@
+"""The finite-width network: the table forward against the per-token forward, and its NumPyro model."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.infer.util import log_density
+
+import bayes_attn as ba
+from bayes_attn import algebra
+from bayes_attn.inference import run_nuts
+from bayes_attn.models import forward, forward_per_token, init_params, network_model
+
+
+@pytest.mark.parametrize("factorized", [False, True])
+@pytest.mark.parametrize("activation", ["linear", "softmax"])
+def test_table_forward_equals_per_token_forward(activation, factorized):
+    task, hyper = ba.CopyTask(L=6, V=3), ba.Hyper(chi=2.0, g_w=1.0, g_o=1.0, sigma2=1.0)
+    params = init_params(jax.random.key(3), task, hyper, 16, factorized)
+    params = {k: 3 * v for k, v in params.items()}  # sizeable logits, so softmax is not uniform
+    tok = task.sample(jax.random.key(4), 7)
+    f1, A1 = forward(params, tok, activation)
+    f2, A2 = forward_per_token(params, tok, activation)
+    np.testing.assert_allclose(f1, f2, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(A1, A2, rtol=1e-10, atol=1e-12)
+    assert float(jnp.std(A1)) > 1e-3
+    y = algebra.targets(tok, task.V)
+
+    def loss(fwd):
+        return lambda prm: jnp.sum((fwd(prm, tok, activation)[0] - y) ** 2)
+
+    g1, g2 = jax.grad(loss(forward))(params), jax.grad(loss(forward_per_token))(params)
+    for k in params:
+        np.testing.assert_allclose(g1[k], g2[k], rtol=1e-9, atol=1e-11)
+
+
+def test_network_model_density_is_prior_plus_gaussian_likelihood():
+    task, hyper = ba.CopyTask(L=4, V=2), ba.Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=5.0)
+    d = 8
+    tok = task.sample(jax.random.key(0), 6)
+    params = init_params(jax.random.key(1), task, hyper, d)
+    got, _ = log_density(network_model, (task, hyper, tok, "softmax", d), {}, params)
+    f, _ = forward(params, tok, "softmax")
+    y = algebra.targets(tok, task.V)
+    want = jnp.sum(dist.Normal(f, (hyper.sigma2 / hyper.chi) ** 0.5).log_prob(y))
+    want += jnp.sum(dist.Normal(0, 1).log_prob(params["W_emb"])) + jnp.sum(
+        dist.Normal(0, 1).log_prob(params["p"])
+    )
+    want += jnp.sum(dist.Normal(0, (1 / 30) ** 0.5).log_prob(params["W_G"]))
+    want += jnp.sum(dist.Normal(0, (1 / (30 * d)) ** 0.5).log_prob(params["W_O"]))
+    assert abs(float(got) - float(want)) < 1e-9 * abs(float(want))
+
+
+def test_network_model_subsample_plate_and_frozen_embeddings():
+    task, hyper = ba.CopyTask(L=4, V=2), ba.Hyper.paper()
+    tok = task.sample(jax.random.key(0), 10)
+    with numpyro.handlers.seed(rng_seed=0):
+        tr = numpyro.handlers.trace(network_model).get_trace(
+            task, hyper, tok, "linear", 4, batch_size=3, train_embeddings=False, factorized=True
+        )
+    assert tr["sequences"]["args"] == (10, 3)
+    assert tr["y"]["value"].shape == (3, 4, 2)
+    assert "W_emb" not in tr and {"W_Q", "W_K", "W_O"} <= set(tr)
+    with pytest.raises(ValueError, match="d_model"):
+        network_model(task, hyper, tok, "linear", 0)
+
+
+def test_network_nuts_smoke():
+    task, hyper = ba.CopyTask(L=4, V=2), ba.Hyper.paper()
+    tok = task.sample(jax.random.key(0), 5)
+    idata = run_nuts(
+        network_model,
+        task,
+        hyper,
+        tok,
+        "linear",
+        4,
+        num_chains=2,
+        num_warmup=50,
+        num_samples=50,
+        progress_bar=False,
+    )
+    assert {"W_G", "W_O", "W_emb", "p", "c1", "cG", "token_residual"} <= set(
+        idata.posterior.data_vars
+    )
+    assert idata.posterior.attrs["level"] == "network" and idata.posterior.attrs["d_model"] == 4
+    np.testing.assert_array_equal(idata.observed_data["tokens"].values, np.asarray(tok))
