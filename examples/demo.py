@@ -65,8 +65,10 @@ def main():
         )
 
     Ps = np.geomspace(1, 2e4, 150 if args.quick else 600)
-    lin = theory.phase_diagram(task, hyper, Ps, "linear", L=[task.L]).sel(L=task.L)
-    soft = theory.phase_diagram(task, hyper, Ps, "softmax", L=[task.L]).sel(L=task.L)
+    lin = theory.phase_diagram(task, hyper, Ps, "linear", L=[task.L], boundaries=False)
+    lin = lin.sel(L=task.L)
+    soft = theory.phase_diagram(task, hyper, Ps, "softmax", L=[task.L], boundaries=False)
+    soft = soft.sel(L=task.L)
     lin.to_netcdf(out / "theory_linear.nc", engine="h5netcdf")
     soft.to_netcdf(out / "theory_softmax.nc", engine="h5netcdf")
     fig = plots.order_parameters(lin, soft, b)
