@@ -73,7 +73,7 @@ def diagnose(idata, var_names=None, *, rhat_max: float = 1.01, z: float = 5.0) -
         var_names = [v for v in post.data_vars if set(post[v].dims) == {"chain", "draw"}]
     if not var_names:
         raise ValueError("no scalar variables to diagnose; pass var_names")
-    summary = az.summary(idata, var_names=var_names, kind="all")
+    summary = az.summary(idata, var_names=var_names, kind="all", round_to="none")
     n_chains = post.sizes["chain"]
     table = summary[["mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat"]].copy()
     warnings, groups = [], {}
