@@ -109,7 +109,7 @@ def _dc_dlogP(c, P, sc: Scales):
 def crossover(sc: Scales, P_star: float | None = None, span: float = 1e3, n: int = 400) -> dict:
     """The linear crossover scale and two auxiliary markers.
 
-    The global minimum is followed from just above P* to ``span`` P* on a geometric grid; each marker
+    The branch born at P* (the global minimum there) is followed up to ``span`` P* on a geometric grid; each marker
     is then refined by a scalar solve, re-converging the minimum from the nearest grid point.
     Returns ``{"crossover": P of max d cG/d log P, "c1_peak": P where c1 is largest,
     "copy_overtakes": P where cG = c1}``; nan where a marker does not exist in the range.
@@ -337,7 +337,6 @@ def global_path(activation: str, Ps, sc: Scales):
     (n_P, dim) and (n_P,).
     """
     f = objective(activation)
-    dim = 2 if activation == "linear" else 1
 
     def body(carry, P):
         pts = jnp.concatenate([carry, _grid_starts(activation, P, sc)])
@@ -350,7 +349,6 @@ def global_path(activation: str, Ps, sc: Scales):
     first = _newton.minimise_many(lambda c: f(c, Ps[0], sc), first, 40)
     vals = jax.vmap(lambda c: f(c, Ps[0], sc))(first)
     carry = first[jnp.argsort(vals)[:_CARRY]]
-    assert carry.shape[1] == dim
     return jax.lax.scan(body, carry, Ps)[1]
 
 
