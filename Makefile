@@ -23,8 +23,8 @@ demo: $(STAMP)
 	MPLBACKEND=Agg $(PY) examples/demo.py --out out/demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check bayes_attn tests examples benchmarks
-	$(VENV)/bin/ruff format --check bayes_attn tests examples benchmarks
+	$(VENV)/bin/ruff check bayes_attn tests examples benchmarks docs/scripts
+	$(VENV)/bin/ruff format --check bayes_attn tests examples benchmarks docs/scripts
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_phase_grid.py
