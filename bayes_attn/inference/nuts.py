@@ -51,10 +51,26 @@ def _describe(model, model_args, model_kwargs) -> dict:
 
 
 def _coords(task):
+    """Named dims: row/col for M; hidden/token/position for the network weights."""
     if task is None:
         return {}, {}
     names = [f"x{i}" for i in range(task.V)] + [f"p{a}" for a in range(task.L)]
-    return {"row": names, "col": names}, {"M": ["row", "col"]}
+    coords = {
+        "row": names,
+        "col": names,
+        "token": list(range(task.V)),
+        "position": list(range(task.L)),
+    }
+    dims = {
+        "M": ["row", "col"],
+        "W_emb": ["hidden", "token"],
+        "p": ["hidden", "position"],
+        "W_O": ["token", "hidden"],
+        "W_G": ["hidden", "hidden_in"],
+        "W_Q": ["head", "hidden"],
+        "W_K": ["head", "hidden_in"],
+    }
+    return coords, dims
 
 
 def to_inference_data(mcmc: MCMC, model, model_args, model_kwargs, tokens=None) -> az.InferenceData:
