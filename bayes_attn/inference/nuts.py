@@ -85,9 +85,8 @@ def to_inference_data(mcmc: MCMC, model, model_args, model_kwargs, tokens=None) 
         stats["tree_depth"] = (("chain", "draw"), np.log2(np.asarray(extra["num_steps"]) + 1.0))
     if "adapt_state.step_size" in extra:
         stats["step_size"] = (("chain", "draw"), np.asarray(extra["adapt_state.step_size"]))
-    if (
-        "observed_data" in idata.groups()
-    ):  # from_numpyro leaves an empty group for factor-only models
+    # from_numpyro leaves an empty observed_data group for factor-only models
+    if "observed_data" in idata.groups():
         del idata.observed_data
     if tokens is not None:
         tokens = xr.Dataset({"tokens": (("sequence", "position"), np.asarray(tokens))})

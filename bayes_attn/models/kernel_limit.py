@@ -13,6 +13,7 @@ import numpyro.distributions as dist
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_tokens
+from bayes_attn.models._sites import record_order_parameters
 from bayes_attn.theory.action import evidence_exact
 
 
@@ -32,8 +33,4 @@ def kernel_limit_model(task, hyper, tokens, activation: str):
     A = algebra.attention(algebra.logits_from_M(M, tokens, task.V), activation)
     s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
     numpyro.factor("evidence", -hyper.chi * s_data - logdet)
-    pr = algebra.project(A)
-    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
-    numpyro.deterministic(names[0], pr["c1"])
-    numpyro.deterministic(names[1], pr["cG"])
-    numpyro.deterministic("token_residual", pr["token_residual"])
+    record_order_parameters(A, activation)

@@ -20,6 +20,7 @@ import numpyro.distributions as dist
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_tokens
+from bayes_attn.models._sites import record_order_parameters
 
 
 def prior_scales(hyper, d_model: int, factorized: bool = False) -> dict[str, float]:
@@ -147,8 +148,4 @@ def network_model(
     noise = (hyper.sigma2 / hyper.chi) ** 0.5
     with numpyro.plate("sequences", P, subsample_size=batch_size) as idx:
         numpyro.sample("y", dist.Normal(f[idx], noise).to_event(2), obs=y[idx])
-    pr = algebra.project(A)
-    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
-    numpyro.deterministic(names[0], pr["c1"])
-    numpyro.deterministic(names[1], pr["cG"])
-    numpyro.deterministic("token_residual", pr["token_residual"])
+    record_order_parameters(A, activation)
