@@ -1,7 +1,13 @@
 """NumPyro models of the copy-task posterior at each level (THEORY.md Levels 0-2)."""
 
 from bayes_attn.models.kernel_limit import kernel_limit_model
-from bayes_attn.models.network import forward, forward_per_token, init_params, network_model
+from bayes_attn.models.network import (
+    forward,
+    forward_per_token,
+    init_params,
+    neg_log_posterior,
+    network_model,
+)
 from bayes_attn.models.order_params import order_param_model
 
 __all__ = [
@@ -9,6 +15,7 @@ __all__ = [
     "forward_per_token",
     "init_params",
     "kernel_limit_model",
+    "neg_log_posterior",
     "network_model",
     "order_param_model",
 ]

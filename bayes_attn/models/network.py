@@ -91,6 +91,23 @@ def forward_per_token(params, tokens, activation: str):
     return jnp.einsum("pab,pbd->pad", A, h) @ W_O.T, A
 
 
+def neg_log_posterior(params, tokens, hyper, activation: str, *, frozen=None, scale=1.0):
+    """The chi-scaled negative log-posterior of THEORY.md Level 0, without constants.
+
+    U = chi sum |y - f|^2 / (2 sigma^2) + sum_w |w|^2 / (2 std_w^2) over the weights in ``params``
+    (so chi |W_G|^2 / (2 g_W), chi d |W_O|^2 / (2 g_O), |W_emb|^2 / 2, |p|^2 / 2); weights in
+    ``frozen`` (e.g. fixed embeddings) enter the forward only. ``scale`` multiplies the likelihood
+    (P / batch for an unbiased minibatch estimate). Its minimum is the MAP; it equals the potential
+    energy of :func:`network_model` up to a constant.
+    """
+    std = prior_scales(hyper, params["W_O"].shape[1], "W_Q" in params)
+    f, _ = forward({**(frozen or {}), **params}, tokens, activation)
+    y = algebra.targets(tokens, f.shape[-1])
+    lik = hyper.chi * jnp.sum((y - f) ** 2) / (2 * hyper.sigma2)
+    prior = sum(jnp.sum(w**2) / (2 * std[n] ** 2) for n, w in params.items())
+    return scale * lik + prior
+
+
 def network_model(
     task,
     hyper,
@@ -143,9 +160,12 @@ def network_model(
         if name not in params:
             prior = dist.Normal(0.0, std[name]).expand(shapes[name]).to_event(2)
             params[name] = numpyro.sample(name, prior)
-    f, A = forward(params, tokens, activation)
     y = algebra.targets(tokens, task.V)
     noise = (hyper.sigma2 / hyper.chi) ** 0.5
     with numpyro.plate("sequences", P, subsample_size=batch_size) as idx:
-        numpyro.sample("y", dist.Normal(f[idx], noise).to_event(2), obs=y[idx])
+        batch = tokens if batch_size is None else tokens[idx]
+        f, A = forward(params, batch, activation)
+        numpyro.sample("y", dist.Normal(f, noise).to_event(2), obs=y[idx])
+    if batch_size is not None:  # the order parameters always describe the whole dataset
+        A = forward(params, tokens, activation)[1]
     record_order_parameters(A, activation)

@@ -1,0 +1,339 @@
+"""Adam-trained ensembles of the finite-width network: the MAP, computed the way the paper does.
+
+Every member trains on its own dataset, in one jitted program per chunk of ``lax.scan`` steps. The optimiser is an optax chain: Adam with a linear learning-rate warm-up, then
+:func:`early_stopping`, which freezes a member once its objective stops improving. The objective is
+the chi-scaled negative log-posterior of THEORY.md Level 0
+(:func:`bayes_attn.models.network.neg_log_posterior`), so the optimum is the MAP.
+
+References
+----------
+Paper Sec. 4 and Table 1 (Adam warm-up, early stopping, filtering by the loss); THEORY.md Level 0.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import xarray as xr
+from tqdm.auto import tqdm
+
+import bayes_attn
+from bayes_attn import algebra
+from bayes_attn._validation import check_activation, check_int, check_positive, check_tokens
+from bayes_attn.models.network import forward, init_params, neg_log_posterior
+
+# --------------------------------------------------------------------------------------------------
+# Early stopping as an optax transformation
+
+
+class EarlyStoppingState(NamedTuple):
+    best: jax.Array  # best objective seen
+    wait: jax.Array  # steps since the last improvement
+    step: jax.Array
+    stopped_at: jax.Array  # step at which training stopped, -1 while it runs
+
+
+def early_stopping(patience: int, min_delta: float = 0.0) -> optax.GradientTransformationExtraArgs:
+    """Zero every update once ``value`` has not improved by more than ``min_delta`` for
+    ``patience`` steps. Chain it after the optimiser; pass the objective as ``value=``."""
+
+    def init(params):
+        del params
+        return EarlyStoppingState(
+            jnp.asarray(jnp.inf), jnp.asarray(0), jnp.asarray(0), jnp.asarray(-1)
+        )
+
+    def update(updates, state, params=None, *, value, **extra):
+        del params, extra
+        improved = value < state.best - min_delta
+        best = jnp.where(improved, value, state.best)
+        wait = jnp.where(improved, 0, state.wait + 1)
+        newly = (state.stopped_at < 0) & (wait > patience)
+        stopped_at = jnp.where(newly, state.step, state.stopped_at)
+        frozen = stopped_at >= 0
+        updates = jax.tree.map(lambda u: jnp.where(frozen, jnp.zeros_like(u), u), updates)
+        return updates, EarlyStoppingState(best, wait, state.step + 1, stopped_at)
+
+    return optax.GradientTransformationExtraArgs(init, update)
+
+
+def adam_optimizer(
+    lr: float,
+    warmup_steps: int = 0,
+    warmup_init: float = 0.0,
+    *,
+    patience: int,
+    min_delta: float = 0.0,
+) -> optax.GradientTransformationExtraArgs:
+    """Adam with a linear warm-up from ``warmup_init`` to ``lr`` over ``warmup_steps``, then
+    :func:`early_stopping`."""
+    schedule = optax.warmup_constant_schedule(warmup_init, lr, warmup_steps) if warmup_steps else lr
+    return optax.chain(optax.adam(schedule), early_stopping(patience, min_delta))
+
+
+# --------------------------------------------------------------------------------------------------
+# Observables of one member
+
+
+def _observables(params, frozen, tokens, test_tokens, hyper, activation):
+    """Train and test loss per token (1/2 sum |y - f|^2 / (P L)), objective per token, and the
+    order parameters of the mean attention over the test sequences."""
+
+    def loss(t):
+        f, _ = forward({**frozen, **params}, t, activation)
+        return 0.5 * jnp.mean(jnp.sum((algebra.targets(t, f.shape[-1]) - f) ** 2, -1))
+
+    _, A = forward({**frozen, **params}, test_tokens, activation)
+    pr = algebra.project(A)
+    n_tok = tokens.shape[0] * tokens.shape[1]
+    obj = neg_log_posterior(params, tokens, hyper, activation, frozen=frozen) / n_tok
+    return {
+        "train_loss": loss(tokens),
+        "test_loss": loss(test_tokens),
+        "objective": obj,
+        "c1": pr["c1"],
+        "cG": pr["cG"],
+        "token_residual": pr["token_residual"],
+        "A_bar": pr["A_bar"],
+    }
+
+
+def _param_dims(name: str) -> tuple[str, ...]:
+    return {
+        "W_emb": ("hidden", "token"),
+        "p": ("hidden", "position"),
+        "W_O": ("token", "hidden"),
+        "W_G": ("hidden", "hidden_k"),
+        "W_Q": ("hidden_q", "hidden"),
+        "W_K": ("hidden_q", "hidden_k"),
+    }[name]
+
+
+# --------------------------------------------------------------------------------------------------
+# The trainer
+
+
+def train_adam(
+    task,
+    hyper,
+    activation: str,
+    d_model: int,
+    P: int,
+    *,
+    members: int = 10,
+    seed: int = 0,
+    tokens=None,
+    test_tokens=None,
+    num_test: int = 100,
+    lr: float = 1e-3,
+    warmup_steps: int = 0,
+    warmup_init: float = 0.0,
+    max_steps: int = 5000,
+    patience: int = 200,
+    min_delta: float = 0.0,
+    batch_size: int | None = None,
+    chunk: int = 100,
+    factorized: bool = False,
+    train_embeddings: bool = True,
+    init=None,
+    return_params: bool = False,
+    progress_bar: bool = True,
+) -> xr.Dataset:
+    """Train an ensemble of ``members`` networks to the MAP with Adam, one dataset per member.
+
+    Parameters
+    ----------
+    task, hyper : CopyTask, Hyper
+    activation : {"linear", "softmax"}
+    d_model, P : int
+        Width and number of training sequences per member.
+    tokens : (members, P, L) ints, optional
+        The members' datasets; by default drawn from ``seed``. ``test_tokens`` (num_test, L) is one
+        held-out set shared by all members.
+    lr, warmup_steps, warmup_init : Adam's learning rate and its linear warm-up.
+    max_steps, patience, min_delta : early stopping on the objective per token (``max_steps`` is
+        rounded up to a whole number of chunks).
+    batch_size : int, optional
+        Minibatch size (sequences); full batch by default.
+    chunk : int
+        Steps per jitted ``lax.scan`` chunk; observables are recorded after each chunk.
+    init : dict, optional
+        Starting parameters with a leading member axis (default: a prior draw per member).
+    return_params : bool
+        Also store the final parameters (dims ``member`` plus the weight's own).
+
+    Returns
+    -------
+    xarray.Dataset
+        dims (member, step): ``train_loss``, ``test_loss`` (per token, 1/2 |y - f|^2),
+        ``objective`` (negative log-posterior per token), ``c1``/``cG`` (``a1``/``aG`` for softmax),
+        ``token_residual``; per member: ``A_bar`` (query, key), ``stopped_at`` (-1 if it never
+        stopped), the final losses; attrs: the settings.
+    """
+    check_activation(activation)
+    d_model = check_int("d_model", d_model, 1)
+    P = check_int("P", P, 1)
+    members = check_int("members", members, 1)
+    max_steps = check_int("max_steps", max_steps, 1)
+    chunk = check_int("chunk", min(chunk, max_steps), 1)
+    patience = check_int("patience", patience, 0)
+    check_positive("lr", lr)
+    if batch_size is not None:
+        batch_size = min(check_int("batch_size", batch_size, 1), P)
+    k_data, k_test, k_init, k_run = jax.random.split(jax.random.key(seed), 4)
+    if tokens is None:
+        tokens = jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, members))
+    tokens = np.asarray(tokens)
+    if tokens.shape[:2] != (members, P):
+        raise ValueError(f"tokens must have shape ({members}, {P}, {task.L}), got {tokens.shape}")
+    check_tokens(tokens.reshape(-1, tokens.shape[-1]), task.L, task.V)
+    if test_tokens is None:
+        test_tokens = task.sample(k_test, check_int("num_test", num_test, 1))
+    test_tokens = jnp.asarray(check_tokens(test_tokens, task.L, task.V))
+    tokens = jnp.asarray(tokens)
+
+    if init is None:
+        keys = jax.random.split(k_init, members)
+        init = jax.vmap(lambda k: init_params(k, task, hyper, d_model, factorized))(keys)
+    frozen = {}
+    if not train_embeddings:
+        frozen = {n: init[n] for n in ("W_emb", "p")}
+    params = {n: w for n, w in init.items() if n not in frozen}
+
+    opt = adam_optimizer(lr, warmup_steps, warmup_init, patience=patience, min_delta=min_delta)
+    opt_state = jax.vmap(opt.init)(params)
+    n_tok = P * task.L
+    scale = P / batch_size if batch_size else 1.0
+
+    def one_step(carry, key, data, fixed):
+        params, opt_state = carry
+        batch = (
+            data if batch_size is None else data[jax.random.choice(key, P, (batch_size,), False)]
+        )
+        value, grads = jax.value_and_grad(neg_log_posterior)(
+            params, batch, hyper, activation, frozen=fixed, scale=scale
+        )
+        updates, opt_state = opt.update(grads, opt_state, params, value=value / n_tok)
+        return (optax.apply_updates(params, updates), opt_state), None
+
+    @jax.jit
+    def run_chunk(params, opt_state, keys, tokens, frozen, test_tokens):
+        def member(p, s, ks, data, fixed):
+            (p, s), _ = jax.lax.scan(lambda c, k: one_step(c, k, data, fixed), (p, s), ks)
+            return p, s, _observables(p, fixed, data, test_tokens, hyper, activation)
+
+        # members run one after another: a vmapped gather with per-member indices is ~3x slower
+        # on the CPU than the same gathers in sequence
+        return jax.lax.map(lambda a: member(*a), (params, opt_state, keys, tokens, frozen))
+
+    records, steps = [], []
+    step = 0
+    with tqdm(total=max_steps, disable=not progress_bar, desc=f"adam {activation} P={P}") as bar:
+        while step < max_steps:
+            keys = jax.random.split(jax.random.fold_in(k_run, step), (members, chunk))
+            params, opt_state, obs = run_chunk(params, opt_state, keys, tokens, frozen, test_tokens)
+            step += chunk
+            records.append(jax.device_get(obs))
+            steps.append(step)
+            stopped = np.asarray(opt_state[1].stopped_at) >= 0
+            bar.update(chunk)
+            bar.set_postfix(
+                loss=f"{float(np.mean(obs['train_loss'])):.4f}", stopped=int(stopped.sum())
+            )
+            if stopped.all():
+                break
+
+    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    series = {
+        "train_loss": "train_loss",
+        "test_loss": "test_loss",
+        "objective": "objective",
+        names[0]: "c1",
+        names[1]: "cG",
+        "token_residual": "token_residual",
+    }
+    data = {
+        out: (("member", "step"), np.stack([r[key] for r in records], axis=1))
+        for out, key in series.items()
+    }
+    data["A_bar"] = (("member", "query", "key"), records[-1]["A_bar"])
+    data["stopped_at"] = (("member",), np.asarray(opt_state[1].stopped_at))
+    if return_params:
+        for name, w in {**frozen, **params}.items():
+            data[name] = (("member", *_param_dims(name)), np.asarray(w))
+    attrs = dict(
+        activation=activation,
+        d_model=d_model,
+        P=P,
+        L=task.L,
+        V=task.V,
+        chi=hyper.chi,
+        g_w=hyper.g_w,
+        g_o=hyper.g_o,
+        sigma2=hyper.sigma2,
+        lr=lr,
+        warmup_steps=warmup_steps,
+        warmup_init=warmup_init,
+        max_steps=max_steps,
+        patience=patience,
+        min_delta=min_delta,
+        batch_size=batch_size or P,
+        factorized=int(factorized),
+        train_embeddings=int(train_embeddings),
+        seed=seed,
+        trainer="adam",
+        bayes_attn_version=bayes_attn.__version__,
+    )
+    coords = {"member": np.arange(members), "step": np.asarray(steps)}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Local-minimum filtering
+
+
+def classify_minima(
+    ds: xr.Dataset, theory_loss: float | None = None, rtol: float = 0.05
+) -> xr.Dataset:
+    """Mark each member as at the global minimum or at a local one, by its final train loss only.
+
+    The reference is the lowest final loss in the ensemble, or the theory's loss per token if that
+    is lower. A member is ``global_min`` when its final loss is within ``rtol`` (relative) of the
+    reference. Returns ``ds`` with ``global_min`` (member) and ``reference_loss`` added.
+    """
+    check_positive("rtol", rtol)
+    final = ds["train_loss"].isel(step=-1)
+    ref = float(final.min())
+    if theory_loss is not None:
+        ref = min(ref, float(theory_loss))
+    out = ds.copy()
+    out["global_min"] = final <= ref * (1.0 + rtol)
+    out["reference_loss"] = ref
+    return out
+
+
+def ensemble_summary(ds: xr.Dataset) -> xr.Dataset:
+    """Mean and standard deviation over members of the final observables, unfiltered and filtered
+    (members at the global minimum, :func:`classify_minima`). Dims (selection,)."""
+    if "global_min" not in ds:
+        ds = classify_minima(ds)
+    final = ds.drop_vars(["A_bar"], errors="ignore").isel(step=-1)
+    names = [
+        v
+        for v in final.data_vars
+        if final[v].dims == ("member",) and v not in ("stopped_at", "global_min")
+    ]
+    keep = final["global_min"].values
+    out = {}
+    for v in names:
+        vals = final[v].values
+        for _sel, mask in (("unfiltered", np.ones_like(keep)), ("filtered", keep)):
+            out.setdefault(f"{v}_mean", []).append(float(np.mean(vals[mask])))
+            out.setdefault(f"{v}_sd", []).append(float(np.std(vals[mask])))
+    data = {k: (("selection",), np.asarray(v)) for k, v in out.items()}
+    data["n_members"] = (("selection",), np.asarray([keep.size, int(keep.sum())]))
+    return xr.Dataset(data, coords={"selection": ["unfiltered", "filtered"]}, attrs=ds.attrs)
