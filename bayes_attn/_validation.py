@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
+import jax
 import numpy as np
 
 
@@ -55,7 +56,14 @@ def check_activation(activation: str) -> str:
 
 
 def check_tokens(tokens, L: int, V: int) -> np.ndarray:
-    """Validate an integer token array of shape (P, L) with entries in [0, V)."""
+    """Validate an integer token array of shape (P, L) with entries in [0, V).
+
+    Traced tokens (a model compiled with its data as an argument) are checked for shape only.
+    """
+    if isinstance(tokens, jax.core.Tracer):
+        if tokens.ndim != 2 or tokens.shape[1] != L:
+            raise ValueError(f"tokens must have shape (P, L) = (P, {L}), got {tokens.shape}")
+        return tokens
     arr = np.asarray(tokens)
     if arr.ndim != 2 or arr.shape[1] != L or arr.shape[0] < 1:
         raise ValueError(f"tokens must have shape (P, L) = (P, {L}) with P >= 1, got {arr.shape}")

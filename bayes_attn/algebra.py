@@ -128,6 +128,17 @@ def project(A) -> dict[str, jax.Array]:
     return {"c1": L * off, "cG": L * (shift / L - off), "token_residual": resid, "A_bar": A_bar}
 
 
+def fold_sign(c1, cG):
+    """Fold the Z2 symmetry of linear attention, (c1, cG) -> (-c1, -cG), onto c1 + cG >= 0.
+
+    The logits K and -K give the same evidence for linear attention (the readout flips sign), so a
+    network or a chain lands on either sign; the theory reports the positive branch.
+    """
+    c1, cG = jnp.asarray(c1), jnp.asarray(cG)
+    s = jnp.where(c1 + cG < 0, -1.0, 1.0)
+    return s * c1, s * cG
+
+
 # --------------------------------------------------------------------------------------------------
 # Softmax change of variables
 

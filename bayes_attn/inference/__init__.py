@@ -7,12 +7,16 @@ from bayes_attn.inference.adam import (
     train_adam,
 )
 from bayes_attn.inference.nuts import run_nuts, to_inference_data
+from bayes_attn.inference.sgld import SGLD, polynomial_decay, run_sgld
 
 __all__ = [
+    "SGLD",
     "classify_minima",
     "early_stopping",
     "ensemble_summary",
+    "polynomial_decay",
     "run_nuts",
+    "run_sgld",
     "to_inference_data",
     "train_adam",
 ]

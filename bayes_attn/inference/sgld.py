@@ -32,11 +32,12 @@ import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
 import xarray as xr
 from jax import random
 from jax.flatten_util import ravel_pytree
+from numpyro import handlers
 from numpyro.distributions import biject_to
-from numpyro.handlers import seed
 from numpyro.infer import MCMC
 from numpyro.infer.initialization import init_to_uniform
 from numpyro.infer.mcmc import MCMCKernel
@@ -95,10 +96,6 @@ class _full_plates(Messenger):
             size = msg["args"][0]
             msg["value"] = jnp.arange(size)
             msg["args"] = (size, None)
-
-
-def _identity_transform(fn: Callable) -> Callable:
-    return fn
 
 
 def _check_temperature(temperature) -> float:
@@ -211,13 +208,17 @@ class SGLD(MCMCKernel):
         constrain = partial(constrain_fn, self._full_model, model_args, model_kwargs or {})
         return jax.jit(partial(constrain, return_deterministic=True))
 
+    def _per_chain(self, fn: Callable) -> Callable:
+        """``fn`` over one chain, mapped over the leading chain axis under vectorized chains."""
+        return jax.vmap(fn) if self._batched else fn
+
     def _eps(self, i: jax.Array) -> jax.Array:
         eps = self._step_size(i) if callable(self._step_size) else self._step_size
         return jnp.asarray(eps, dtype=float)
 
     def _potential_and_grad(self, z, rng_key, model_args, model_kwargs):
         """Minibatch potential and its gradient; ``rng_key`` draws the subsample indices."""
-        model = seed(self._model, rng_key)
+        model = handlers.seed(self._model, rng_key)
         return jax.value_and_grad(partial(potential_energy, model, model_args, model_kwargs))(z)
 
     def _init_one(self, z, rng_key, model_args, model_kwargs) -> SGLDState:
@@ -241,11 +242,10 @@ class SGLD(MCMCKernel):
         """Initial state; under vectorized chains ``rng_key`` is a batch of keys, one per chain."""
         model_kwargs = {} if model_kwargs is None else model_kwargs
         self._batched = not is_prng_key(rng_key)
-        per_chain = jax.vmap if self._batched else _identity_transform
         init_one = partial(self._init_one, model_args=model_args, model_kwargs=model_kwargs)
 
         def init_all(rng_key, init_params):
-            # one compiled program: run eagerly, every operation of the model compiles on its own
+            # compiled as one program: run eagerly, each operation of the model compiles on its own
             if self._batched:
                 rng_key, key_init = jnp.swapaxes(jax.vmap(random.split)(rng_key), 0, 1)
             else:
@@ -255,8 +255,8 @@ class SGLD(MCMCKernel):
                 self._full_model,
                 init_strategy=self._init_strategy,
                 model_args=model_args,
-                validate_grad=False,  # init_one computes the gradient, checked below
                 model_kwargs=model_kwargs,
+                validate_grad=False,  # init_one computes the gradient, checked below
             )
             z = info.param_info.z
             if init_params is not None:
@@ -274,8 +274,8 @@ class SGLD(MCMCKernel):
                         k: biject_to(supports[k]).inv(jnp.asarray(v)) for k, v in values.items()
                     }
 
-                z = {**z, **per_chain(unconstrain)(init_params)}
-            return per_chain(init_one)(z, rng_key)
+                z = {**z, **self._per_chain(unconstrain)(init_params)}
+            return self._per_chain(init_one)(z, rng_key)
 
         state = jax.jit(init_all)(rng_key, init_params)
         if not_jax_tracer(state.potential_energy):
@@ -291,7 +291,7 @@ class SGLD(MCMCKernel):
     def sample(self, state: SGLDState, model_args, model_kwargs) -> SGLDState:
         """One SGLD step per chain."""
         step = partial(self._step, model_args=model_args, model_kwargs=model_kwargs)
-        return (jax.vmap(step) if self._batched else step)(state)
+        return self._per_chain(step)(state)
 
 
 def _log_likelihood(mcmc: MCMC, model_args, model_kwargs, dims) -> xr.Dataset | None:
@@ -300,7 +300,8 @@ def _log_likelihood(mcmc: MCMC, model_args, model_kwargs, dims) -> xr.Dataset | 
     ll = log_likelihood(mcmc.sampler.model, samples, *model_args, batch_ndims=2, **model_kwargs)
     if not ll:
         return None
-    return az.dict_to_dataset({k: np.asarray(v) for k, v in ll.items()}, library=None, dims=dims)
+    data = {k: np.asarray(v) for k, v in ll.items()}
+    return az.dict_to_dataset(data, library=numpyro, dims=dims)
 
 
 def run_sgld(
@@ -329,7 +330,8 @@ def run_sgld(
         Constant step size or schedule, see :class:`SGLD`.
     temperature : float
     init_params : dict, optional
-        Constrained starting values per site, with a leading chain axis (e.g. an Adam solution).
+        Constrained starting values per site (e.g. an Adam solution), with a leading chain axis
+        when ``num_chains > 1``.
 
     Returns
     -------

@@ -1,0 +1,263 @@
+"""The paper's experiment: Adam ensembles, then SGLD warm-started from Adam, against the theory.
+
+For each activation and each training-set size P: an ensemble of networks trained to the MAP with
+Adam (:func:`bayes_attn.inference.train_adam`), then Langevin dynamics at temperature 1 from each
+member's Adam solution (:class:`bayes_attn.inference.SGLD`), compared with the Level-2 saddle and
+the Level-1 MAP on the first member's dataset. Everything lands in one ``xarray.Dataset``.
+
+Order parameters are stored as ``c1``/``cG`` for both activations; for softmax read them as
+(a1, aG). Linear attention has the Z2 symmetry (c1, cG) -> (-c1, -cG); its network values are
+folded onto the theory's sign (:func:`bayes_attn.algebra.fold_sign`).
+
+References
+----------
+Paper Sec. 4 and Table 1; THEORY.md "The paper's experiment" and the open questions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import tomllib
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+from numpyro.infer import MCMC
+
+import bayes_attn
+from bayes_attn import algebra
+from bayes_attn._validation import check_activation, check_int, check_positive
+from bayes_attn.inference.adam import classify_minima, train_adam
+from bayes_attn.inference.sgld import SGLD
+from bayes_attn.models.network import forward, network_model
+from bayes_attn.task import CopyTask, Hyper
+from bayes_attn.theory.level1 import level1_map
+from bayes_attn.theory.saddles import global_saddle
+
+PAPER_PS = (1, 10, 20, 60, 100, 200, 250, 275, 300, 400, 500, 600, 700, 800)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProtocolConfig:
+    """Settings of the protocol. ``paper()`` is the paper's Table 1 with our learning rates;
+    ``quick()`` shrinks it for tests. Learning rates are for our loss scaling (the chi-scaled
+    negative log-posterior summed over sequences), see docs/validation.md."""
+
+    L: int = 25
+    V: int = 5
+    Ps: tuple[int, ...] = PAPER_PS
+    members: int = 10
+    num_test: int = 100
+    d_model: int = 256
+    activations: tuple[str, ...] = ("linear", "softmax")
+    # Adam
+    lr: float = 1e-2
+    max_steps: int = 300
+    patience: int = 100
+    min_delta: float = 0.0
+    warmup_fraction: float = 0.1  # softmax only, as in the paper
+    warmup_init: float = 1e-4  # softmax: lr ramps up from lr * warmup_init
+    chunk: int = 100
+    # SGLD, warm-started from Adam
+    sgld_step: float | None = None  # default 5e-4 / d_model, below the stability bound ~ 1 / d
+    sgld_warmup: int = 50
+    sgld_samples: int = 100
+    sgld_thinning: int = 1
+    batch_size: int = 1000
+    # theory
+    level1: bool = True
+    rtol: float = 0.05  # the loss filter, classify_minima
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("L", self.L, 2)
+        check_int("V", self.V, 2)
+        for P in self.Ps:
+            check_int("P", P, 1)
+        check_int("members", self.members, 1)
+        check_int("d_model", self.d_model, 1)
+        for a in self.activations:
+            check_activation(a)
+        check_positive("lr", self.lr)
+        if self.sgld_step is not None:
+            check_positive("sgld_step", self.sgld_step)
+
+    @classmethod
+    def paper(cls, **changes) -> ProtocolConfig:
+        return dataclasses.replace(cls(), **changes)
+
+    @classmethod
+    def quick(cls, **changes) -> ProtocolConfig:
+        """A few minutes on a laptop CPU: three P values, three members, a narrow network."""
+        small = dict(
+            Ps=(20, 200, 800),
+            members=3,
+            num_test=20,
+            d_model=32,
+            max_steps=400,
+            sgld_warmup=20,
+            sgld_samples=20,
+            level1=False,
+        )
+        return dataclasses.replace(cls(), **{**small, **changes})
+
+    @classmethod
+    def from_toml(cls, path) -> ProtocolConfig:
+        """Read a ``[protocol]`` table (unknown keys raise); lists become tuples."""
+        table = tomllib.loads(Path(path).read_text())["protocol"]
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(table) - known
+        if unknown:
+            raise ValueError(f"unknown protocol settings: {sorted(unknown)}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()})
+
+    def task(self) -> CopyTask:
+        return CopyTask(self.L, self.V)
+
+
+def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, adam_params, key):
+    """SGLD from each member's Adam solution on its own dataset; per-member posterior means of the
+    order parameters, their standard deviations and the mean train loss per token."""
+
+    def model(tok):
+        network_model(task, hyper, tok, activation, cfg.d_model, batch_size=cfg.batch_size)
+
+    mcmc = MCMC(
+        SGLD(model, step_size=cfg.sgld_step or 5e-4 / cfg.d_model),
+        num_warmup=cfg.sgld_warmup,
+        num_samples=cfg.sgld_samples,
+        thinning=cfg.sgld_thinning,
+        num_chains=1,
+        progress_bar=False,
+        jit_model_args=True,
+    )
+    out = {k: [] for k in ("c1", "cG", "c1_sd", "cG_sd", "train_loss")}
+    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    for m in range(tokens.shape[0]):
+        init = {k: v[m] for k, v in adam_params.items()}
+        mcmc.run(jax.random.fold_in(key, m), tokens[m], init_params=init)
+        s = mcmc.get_samples()
+        c1, cG = np.asarray(s[names[0]]), np.asarray(s[names[1]])
+        if activation == "linear":
+            c1, cG = algebra.fold_sign(c1, cG)
+        out["c1"].append(c1.mean())
+        out["cG"].append(cG.mean())
+        out["c1_sd"].append(c1.std())
+        out["cG_sd"].append(cG.std())
+        f = jax.vmap(lambda p, m=m: _train_loss(p, tokens[m], activation))
+        out["train_loss"].append(float(jnp.mean(f({k: s[k] for k in init}))))
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _train_loss(params, tokens, activation):
+    f, _ = forward(params, tokens, activation)
+    return 0.5 * jnp.mean(jnp.sum((algebra.targets(tokens, f.shape[-1]) - f) ** 2, -1))
+
+
+def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: bool = True):
+    """Run the protocol; returns ``(dataset, seconds)`` with the time per stage.
+
+    Dataset dims (activation, P, member) for the networks (``adam_*``, ``sgld_*``, ``global_min``)
+    and (activation, P) for the theory (``theory_*`` at Level 2, ``level1_*`` on member 0's data).
+    """
+    hyper = hyper or Hyper.paper()
+    task = cfg.task()
+    seconds = {"adam": 0.0, "sgld": 0.0, "theory": 0.0}
+    shape = (len(cfg.activations), len(cfg.Ps), cfg.members)
+    net = {
+        f"{stage}_{v}": np.full(shape, np.nan)
+        for stage in ("adam", "sgld")
+        for v in ("c1", "cG", "train_loss")
+    }
+    net.update(
+        adam_test_loss=np.full(shape, np.nan),
+        adam_token_residual=np.full(shape, np.nan),
+        sgld_c1_sd=np.full(shape, np.nan),
+        sgld_cG_sd=np.full(shape, np.nan),
+        global_min=np.zeros(shape, bool),
+        adam_steps=np.zeros(shape, int),
+    )
+    theo = {k: np.full(shape[:2], np.nan) for k in ("theory_c1", "theory_cG", "theory_loss")}
+    theo.update(
+        {k: np.full(shape[:2], np.nan) for k in ("level1_c1", "level1_cG", "level1_residual")}
+    )
+    key = jax.random.key(cfg.seed)
+    for i, act in enumerate(cfg.activations):
+        for j, P in enumerate(cfg.Ps):
+            k_data, k_sgld = jax.random.split(jax.random.fold_in(key, 1000 * i + j))
+            tokens = jax.vmap(lambda k, P=P: task.sample(k, P))(
+                jax.random.split(k_data, cfg.members)
+            )
+            t0 = time.perf_counter()
+            soft = act == "softmax"
+            warm = int(cfg.warmup_fraction * cfg.max_steps) if soft else 0
+            ds = train_adam(
+                task,
+                hyper,
+                act,
+                cfg.d_model,
+                P,
+                members=cfg.members,
+                seed=cfg.seed + j,
+                tokens=tokens,
+                num_test=cfg.num_test,
+                lr=cfg.lr,
+                warmup_steps=warm,
+                warmup_init=cfg.lr * cfg.warmup_init,
+                max_steps=cfg.max_steps,
+                patience=cfg.patience,
+                min_delta=cfg.min_delta,
+                chunk=cfg.chunk,
+                return_params=True,
+                progress_bar=progress,
+            )
+            sd = global_saddle(task, hyper, P, act)
+            ds = classify_minima(ds, theory_loss=sd.loss, rtol=cfg.rtol)
+            seconds["adam"] += time.perf_counter() - t0
+            final = ds.isel(step=-1)
+            q1, qG = (final.c1, final.cG) if not soft else (final.a1, final.aG)
+            q1, qG = np.asarray(q1), np.asarray(qG)
+            if not soft:
+                q1, qG = algebra.fold_sign(q1, qG)
+            net["adam_c1"][i, j], net["adam_cG"][i, j] = q1, qG
+            net["adam_train_loss"][i, j] = final.train_loss
+            net["adam_test_loss"][i, j] = final.test_loss
+            net["adam_token_residual"][i, j] = final.token_residual
+            net["global_min"][i, j] = ds.global_min
+            stopped = np.asarray(ds.stopped_at)
+            net["adam_steps"][i, j] = np.where(stopped >= 0, stopped, int(ds.step[-1]))
+
+            t0 = time.perf_counter()
+            params = {n: jnp.asarray(ds[n].values) for n in ("W_emb", "p", "W_G", "W_O")}
+            sg = _sgld_stage(cfg, task, hyper, act, tokens, params, k_sgld)
+            for k, v in sg.items():
+                net[f"sgld_{k}"][i, j] = v
+            seconds["sgld"] += time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            theo["theory_c1"][i, j] = sd.c1 if not soft else sd.a1
+            theo["theory_cG"][i, j] = sd.cG if not soft else sd.aG
+            theo["theory_loss"][i, j] = sd.loss
+            if cfg.level1:
+                m1 = level1_map(task, hyper, tokens[0], act)
+                c1, cG = (m1.c1, m1.cG) if soft else algebra.fold_sign(m1.c1, m1.cG)
+                theo["level1_c1"][i, j], theo["level1_cG"][i, j] = c1, cG
+                theo["level1_residual"][i, j] = m1.token_residual
+            seconds["theory"] += time.perf_counter() - t0
+    dims3, dims2 = ("activation", "P", "member"), ("activation", "P")
+    data = {k: (dims3, v) for k, v in net.items()} | {k: (dims2, v) for k, v in theo.items()}
+    coords = {
+        "activation": list(cfg.activations),
+        "P": list(cfg.Ps),
+        "member": np.arange(cfg.members),
+    }
+    attrs = {
+        k: (str(v) if isinstance(v, tuple | bool) else v)
+        for k, v in dataclasses.asdict(cfg).items()
+    }
+    attrs.update(chi=hyper.chi, g_w=hyper.g_w, g_o=hyper.g_o, sigma2=hyper.sigma2)
+    attrs["bayes_attn_version"] = bayes_attn.__version__
+    return xr.Dataset(data, coords=coords, attrs=attrs), seconds
