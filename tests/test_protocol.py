@@ -6,7 +6,6 @@ import pytest
 import bayes_attn as ba
 from bayes_attn.analysis.protocol import ProtocolConfig, run_protocol
 
-
 TINY = dict(
     L=6, V=3, members=2, num_test=10, d_model=8, max_steps=200, sgld_warmup=5, sgld_samples=5
 )
