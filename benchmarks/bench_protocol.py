@@ -31,7 +31,7 @@ def main(argv=None):
         cfg = ProtocolConfig.quick() if args.quick else ProtocolConfig.paper()
     cfg = dataclasses.replace(cfg, d_model=args.d, level1=cfg.level1 and not args.no_level1)
     t0 = time.perf_counter()
-    ds, seconds = run_protocol(cfg, progress=False)
+    ds, seconds = run_protocol(cfg)
     total = time.perf_counter() - t0
     print(
         f"protocol d_model={cfg.d_model}: {len(cfg.activations)} activations x {len(cfg.Ps)} P x "

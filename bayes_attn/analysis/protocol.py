@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 from numpyro.infer import MCMC
+from tqdm.auto import tqdm
 
 import bayes_attn
 from bayes_attn import algebra
@@ -179,14 +180,17 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
         sgld_cG_sd=np.full(shape, np.nan),
         global_min=np.zeros(shape, bool),
         adam_steps=np.zeros(shape, int),
+        adam_drift=np.full(shape, np.nan),
     )
     theo = {k: np.full(shape[:2], np.nan) for k in ("theory_c1", "theory_cG", "theory_loss")}
     theo.update(
         {k: np.full(shape[:2], np.nan) for k in ("level1_c1", "level1_cG", "level1_residual")}
     )
     key = jax.random.key(cfg.seed)
+    bar = tqdm(total=shape[0] * shape[1], disable=not progress, desc="protocol")
     for i, act in enumerate(cfg.activations):
         for j, P in enumerate(cfg.Ps):
+            bar.set_postfix(activation=act, P=P)
             k_data, k_sgld = jax.random.split(jax.random.fold_in(key, 1000 * i + j))
             tokens = jax.vmap(lambda k, P=P: task.sample(k, P))(
                 jax.random.split(k_data, cfg.members)
@@ -227,6 +231,9 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
             net["adam_test_loss"][i, j] = final.test_loss
             net["adam_token_residual"][i, j] = final.token_residual
             net["global_min"][i, j] = ds.global_min
+            obj = ds.objective.values  # convergence: relative change over the last chunk
+            if obj.shape[1] > 1:
+                net["adam_drift"][i, j] = (obj[:, -2] - obj[:, -1]) / np.abs(obj[:, -1])
             stopped = np.asarray(ds.stopped_at)
             net["adam_steps"][i, j] = np.where(stopped >= 0, stopped, int(ds.step[-1]))
 
@@ -247,6 +254,8 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
                 theo["level1_c1"][i, j], theo["level1_cG"][i, j] = c1, cG
                 theo["level1_residual"][i, j] = m1.token_residual
             seconds["theory"] += time.perf_counter() - t0
+            bar.update()
+    bar.close()
     dims3, dims2 = ("activation", "P", "member"), ("activation", "P")
     data = {k: (dims3, v) for k, v in net.items()} | {k: (dims2, v) for k, v in theo.items()}
     coords = {
