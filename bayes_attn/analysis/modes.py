@@ -1,0 +1,685 @@
+"""Exact mode census of the reduced (Level-2) posterior: every mode, its basin mass, and the
+finite-chi weights of the two softmax phases.
+
+The reduced posterior is the density ``p(c) ∝ exp(-chi s(c))`` (times ``exp(-logdet)`` with
+``include_logdet``) over the Gaussian coordinates ``c``: ``(c1, cG)`` for linear attention, the logit
+gap ``cG`` for softmax (:mod:`bayes_attn.models.order_params`; THEORY.md Level 2).
+
+Modes and basins
+----------------
+A *mode* is a local minimum of the O(chi) action ``s`` (a :class:`~bayes_attn.theory.Saddle`). Its
+*basin* is the set of points that steepest ascent of the density carries to it (the watershed), and
+its *weight* is the posterior mass of the basin, ``w_k = Z_k / sum_j Z_j`` with
+``Z_k = int_basin exp(-chi s - [logdet]) dc``.
+
+* Softmax (1-D): consecutive modes are separated by the point of lowest density between them (the
+  maximum of the action, located on a 2049-point grid and polished by Newton's method on the
+  log-density), which is exactly the 1-D watershed. With ``include_logdet`` the split is the
+  minimum of the full density; the modes stay those of ``s``.
+* Linear (2-D): discrete steepest ascent on a grid symmetric about the origin. Each grid point
+  points to the highest of its 8 neighbours (or to itself); following the pointers ends at a grid
+  maximum, which is assigned to the nearest mode in the Mahalanobis metric of that mode's Hessian.
+  The census is made exactly Z2-equivariant, ``(c1, cG) -> (-c1, -cG)``: the labels of the half
+  plane c1 > 0 (with the half line c1 = 0, cG > 0) are kept and mirrored onto the other half, and
+  the origin's cell, when the origin is no mode, is split evenly between the two images (without
+  this, the tie at the origin would send every path through it to one image). The basin boundary
+  is located to within one grid spacing; it runs through low density, and between the two images
+  of a Z2 pair the symmetry makes the weights exactly 1/2 each.
+
+Quadrature
+----------
+Everything is done in log-densities with the maximum subtracted. The grid spacing is
+``min_k sigma_k / points_per_sd`` per coordinate, with ``sigma_k = 1/sqrt(chi H_kk)`` the
+conditional width of mode ``k`` (the width of ``exp(-chi s)`` along each axis). The grid reaches past
+the outer modes until the log-density has fallen by at least 60 below the maximum (mass left
+outside < e^-60 relative). On such a grid the trapezoid rule for a smooth, decaying integrand
+converges faster than any power of the spacing (its error is the Fourier transform of the density
+at 2 pi / h, ~exp(-2 pi^2 points_per_sd^2)); at the softmax barrier, where a basin ends inside
+the density, the first derivative vanishes and the end correction is O(h^4) times the (tiny)
+barrier density. The tests check this by halving the spacing.
+
+Change of variables
+-------------------
+The NumPyro model samples softmax in ``aG`` with the Jacobian ``dcG/daG``. The mass of a region is
+the same in either variable, ``int_{cG in B} exp(-chi s) dcG = int_{aG in aG(B)} exp(-chi s) |dcG/daG|
+daG``, so the weights here are the weights of the corresponding aG-intervals of the sampled density.
+(The aG-density has its own watershed, shifted by O(1/chi) because of the Jacobian; the shift moves
+mass only in proportion to the barrier density, which is exponentially small in chi.)
+
+Laplace approximation
+---------------------
+``log Z_k ≈ -chi s_k - 1/2 log det(chi H_k / 2 pi)`` (:attr:`Saddle.log_weight`, minus the log-det
+``logdet_ek`` at the saddle with ``include_logdet``), with a relative error O(1/chi) from the
+cubic and quartic terms of ``s``. Each linear Z2 image is its own mode here, so the Saddle's
+multiplicity 2 is split between the two images.
+
+Free-energy difference
+----------------------
+Softmax modes are labelled ``weak`` (the smallest aG) and ``strong`` (the largest aG); a lone
+mode is weak below the equal-action P* and strong above it (the spinodals bound the coexistence
+region). ``delta_F = F_strong - F_weak = -log(w_strong / w_weak)`` with ``F = -log Z``: positive
+where the weak-copy phase holds more mass. At large chi, ``delta_F ≈ chi (s_strong - s_weak) +
+1/2 log(H_strong / H_weak)``, so the weight crossing ``delta_F = 0`` sits at
+``P* - (1/2) log(H_s/H_w) / (chi d(s_s - s_w)/dP)``, O(1/chi) from the equal-action P*, and the
+strong weight rises from 10% to 90% over ``2 log 9 / (chi |d(s_s - s_w)/dP|)`` (the slope is
+the difference of the two phases' losses, ~L, so the width falls like 1/(chi L)).
+
+References
+----------
+THEORY.md Level 2; docs/theory.md section 7; :mod:`bayes_attn.theory.saddles`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+from scipy import optimize
+
+from bayes_attn import algebra
+from bayes_attn._validation import (
+    check_activation,
+    check_int,
+    check_positive,
+    check_positive_array,
+)
+from bayes_attn.theory.action import (
+    Scales,
+    action_linear,
+    action_softmax,
+    logdet_ek,
+    scales,
+)
+from bayes_attn.theory.boundaries import (
+    _softmax_grid_minima,
+    second_order_closed_form,
+    softmax_boundaries,
+)
+from bayes_attn.theory.saddles import saddles
+
+_DROP = 60.0  # grids extend until the log-density is this far below its maximum
+_BARRIER_GRID = 2049
+_MIN_PAD = 1024
+_LOG9 = math.log(9.0)
+
+__all__ = ["WeightCrossing", "modes", "phase_weights", "weight_crossing"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Log-densities (jitted; evaluated on padded arrays so that shapes, and compilations, stay few)
+
+
+@functools.partial(jax.jit, static_argnames=("include_logdet",))
+def _logdens_softmax(cG, P, chi, sc: Scales, include_logdet: bool):
+    ld = -chi * action_softmax(cG, P, sc)
+    if include_logdet:
+        a1, aG = algebra.softmax_order(cG, sc.L)
+        ld = ld - logdet_ek(a1, aG, P, sc)
+    return ld
+
+
+@functools.partial(jax.jit, static_argnames=("include_logdet",))
+def _logdens_linear(c, P, chi, sc: Scales, include_logdet: bool):
+    ld = -chi * action_linear(c, P, sc)
+    if include_logdet:
+        ld = ld - logdet_ek(c[..., 0], c[..., 1], P, sc)
+    return ld
+
+
+def _evaluate(fn, x: np.ndarray, *args) -> np.ndarray:
+    """``fn(x, *args)`` with the leading axis of ``x`` padded to a power of two (few recompiles)."""
+    n = x.shape[0]
+    size = max(_MIN_PAD, 1 << max(n - 1, 1).bit_length())
+    pad = np.concatenate([x, np.broadcast_to(x[:1], (size - n, *x.shape[1:]))])
+    return np.asarray(fn(jnp.asarray(pad), *args))[:n]
+
+
+@functools.partial(jax.jit, static_argnames=("include_logdet",))
+def _barrier(a, b, P, chi, sc: Scales, include_logdet: bool):
+    """The point of lowest density in (a, b): grid argmin, then Newton on the log-density."""
+    x = jnp.linspace(a, b, _BARRIER_GRID)
+    ld = _logdens_softmax(x, P, chi, sc, include_logdet)
+    i = jnp.clip(jnp.argmin(ld), 1, _BARRIER_GRID - 2)
+    lo, hi = x[i - 1], x[i + 1]
+    f = lambda c: _logdens_softmax(c, P, chi, sc, include_logdet)  # noqa: E731
+    g = jax.grad(f)
+    h = jax.grad(g)
+
+    def step(_, c):
+        hc = h(c)
+        return jnp.where(hc > 0, jnp.clip(c - g(c) / hc, lo, hi), c)
+
+    return jax.lax.fori_loop(0, 40, step, x[i])
+
+
+@jax.jit
+def _softmax_curvature(cG, P, sc: Scales):
+    """s''(cG) (vectorised)."""
+    d2 = jax.grad(jax.grad(lambda c: action_softmax(c, P, sc)))
+    return jax.vmap(d2)(cG)
+
+
+# --------------------------------------------------------------------------------------------------
+# Softmax: 1-D quadrature over basins
+
+
+@functools.lru_cache(maxsize=32)
+def _transition(L: float, V: float, g_w: float, g_o: float, sigma2: float) -> tuple:
+    """(equal-action P*, lower spinodal, upper spinodal) of the softmax action; chi-independent."""
+    sc = Scales(*(jnp.float64(v) for v in (L, V, g_w, g_o, sigma2)))
+    soft = softmax_boundaries(sc, float(second_order_closed_form(sc)))
+    return (soft["first_order"], *soft["spinodals"])
+
+
+def _transition_of(sc: Scales) -> tuple:
+    return _transition(*(float(v) for v in sc))
+
+
+def _labels(aG: np.ndarray, P: float, sc: Scales) -> list[str]:
+    """``weak``/``strong`` (smallest/largest aG); a lone mode by the side of the equal-action P*."""
+    n = len(aG)
+    if n >= 2:
+        out = ["other"] * n
+        out[int(np.argmin(aG))] = "weak"
+        out[int(np.argmax(aG))] = "strong"
+        return out
+    first, lo, hi = _transition_of(sc)
+    threshold = first if math.isfinite(first) else math.sqrt(lo * hi)
+    if not math.isfinite(threshold):
+        return ["single"]  # no first-order transition: the phases are not distinct
+    return ["strong" if P > threshold else "weak"]
+
+
+def _softmax_quadrature(x, hess, P, chi, sc, include_logdet, points_per_sd):
+    """Exact log-masses of the basins of the softmax minima ``x`` (sorted) with curvatures ``hess``.
+
+    Returns ``(log_Z, info)``: log_Z (k,) and a dict with the basin edges and the grid.
+    """
+    k = len(x)
+    sig = 1.0 / np.sqrt(chi * hess)
+    h = float(sig.min()) / points_per_sd
+    args = (jnp.float64(P), jnp.float64(chi), sc, include_logdet)
+    ld_min = _evaluate(_logdens_softmax, np.asarray(x), *args)
+    ref = float(ld_min.max())
+    cuts = [float(_barrier(x[i], x[i + 1], *args)) for i in range(k - 1)]
+
+    def edge(x0, step):
+        ladder = x0 + step * 12.0 * 2.0 ** np.arange(12)
+        vals = _evaluate(_logdens_softmax, ladder, *args)
+        ok = np.flatnonzero(vals < ref - _DROP)
+        return float(ladder[ok[0]] if ok.size else ladder[-1])
+
+    bounds = [edge(x[0], -sig[0]), *cuts, edge(x[-1], sig[-1])]
+    grids = [
+        np.linspace(a, b, max(3, math.ceil((b - a) / h) + 1))
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    ld = _evaluate(_logdens_softmax, np.concatenate(grids), *args)
+    log_Z, start = np.empty(k), 0
+    for i, g in enumerate(grids):
+        w = np.full(len(g), g[1] - g[0])
+        w[[0, -1]] *= 0.5
+        part = ld[start : start + len(g)]
+        top = float(part.max())  # per basin, so that a far-weaker mode does not underflow
+        log_Z[i] = top + math.log(np.sum(w * np.exp(part - top)))
+        start += len(g)
+    return log_Z, {"edges": np.asarray(bounds), "spacing": h, "n_points": start}
+
+
+def _softmax_minima(P: float, sc: Scales) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All softmax minima (cG, s, s'') at P by the dense-grid finder of the phase boundaries."""
+    x, s, valid = (np.asarray(a) for a in _softmax_grid_minima(jnp.float64(P), sc))
+    x, s = x[valid], s[valid]
+    hess = np.asarray(_softmax_curvature(jnp.asarray(x), jnp.float64(P), sc)) if x.size else x
+    keep: list[int] = []
+    for i in np.argsort(x):
+        if hess[i] > 0 and all(abs(x[i] - x[j]) > 1e-5 * (1 + abs(x[j])) for j in keep):
+            keep.append(int(i))
+    return x[keep], s[keep], hess[keep]
+
+
+def _logdet_softmax(x, P, sc):
+    a1, aG = algebra.softmax_order(jnp.asarray(x), sc.L)
+    return np.asarray(logdet_ek(a1, aG, jnp.float64(P), sc))
+
+
+def _delta_F(log_Z: np.ndarray, labels: list[str]) -> float:
+    """F_strong - F_weak = log Z_weak - log Z_strong; +inf without a strong mode, -inf without weak."""
+    if "single" in labels:
+        return math.nan
+    get = {lab: z for lab, z in zip(labels, log_Z, strict=True)}
+    return get.get("weak", -math.inf) - get.get("strong", -math.inf)
+
+
+def _softmax_fast(P, chi, sc, include_logdet, points_per_sd) -> dict:
+    """The softmax census without :func:`saddles` (jitted pieces only): for scans over P."""
+    x, s, hess = _softmax_minima(P, sc)
+    log_Z, _ = _softmax_quadrature(x, hess, P, chi, sc, include_logdet, points_per_sd)
+    lap = -chi * s - 0.5 * np.log(chi * hess / (2 * np.pi))
+    if include_logdet:
+        lap = lap - _logdet_softmax(x, P, sc)
+    aG = np.asarray(algebra.softmax_order(jnp.asarray(x), sc.L)[1])
+    return {"cG": x, "aG": aG, "labels": _labels(aG, P, sc), "log_Z": log_Z, "laplace": lap}
+
+
+# --------------------------------------------------------------------------------------------------
+# Linear: 2-D quadrature with a discrete watershed
+
+
+def _ascent_roots(ld: np.ndarray) -> np.ndarray:
+    """For every grid point, the flat index of the grid maximum that steepest ascent reaches."""
+    n1, n2 = ld.shape
+    pad = np.pad(ld, 1, constant_values=-np.inf)
+    best = ld.copy()
+    di = np.zeros(ld.shape, dtype=np.int64)
+    dj = np.zeros(ld.shape, dtype=np.int64)
+    for a in (-1, 0, 1):
+        for b in (-1, 0, 1):
+            if a == b == 0:
+                continue
+            v = pad[1 + a : 1 + a + n1, 1 + b : 1 + b + n2]
+            up = v > best
+            best = np.where(up, v, best)
+            di[up], dj[up] = a, b
+    i, j = np.indices(ld.shape)
+    ptr = ((i + di) * n2 + (j + dj)).ravel()
+    while True:
+        nxt = ptr[ptr]
+        if np.array_equal(nxt, ptr):
+            return ptr
+        ptr = nxt
+
+
+def _linear_quadrature(cs, hs, P, chi, sc, include_logdet, points_per_sd, max_points):
+    """Exact log-masses of the watershed basins of the linear modes ``cs`` (k, 2), Hessians (k, 2, 2)."""
+    cov = np.linalg.inv(hs) / chi
+    marg = np.sqrt(np.einsum("kii->ki", cov))
+    cond = 1.0 / np.sqrt(chi * np.einsum("kii->ki", hs))
+    h = cond.min(axis=0) / points_per_sd
+    R = np.max(np.abs(cs) + 12.0 * marg, axis=0)
+    args = (jnp.float64(P), jnp.float64(chi), sc, include_logdet)
+    ref = float(_evaluate(_logdens_linear, np.asarray(cs), *args).max())
+    while True:
+        m = np.ceil(R / h).astype(int)
+        n_points = int(np.prod(2 * m + 1))
+        if n_points > max_points:
+            raise ValueError(
+                f"points_per_sd: the 2-D grid would need {n_points} points (> max_points = "
+                f"{max_points}); lower points_per_sd or raise max_points"
+            )
+        axes = [h[d] * np.arange(-m[d], m[d] + 1) for d in range(2)]
+        C1, CG = np.meshgrid(*axes, indexing="ij")
+        ld = _evaluate(_logdens_linear, np.stack([C1.ravel(), CG.ravel()], -1), *args)
+        ld = ld.reshape(C1.shape)
+        border = max(ld[[0, -1], :].max(), ld[:, [0, -1]].max())
+        if border < ref - _DROP:
+            break
+        R = 1.5 * R
+    roots = _ascent_roots(ld)
+    uniq, inverse = np.unique(roots, return_inverse=True)
+    peaks = np.stack([C1.ravel()[uniq], CG.ravel()[uniq]], -1)
+    d = peaks[:, None, :] - cs[None, :, :]
+    label = np.argmin(np.einsum("rki,kij,rkj->rk", d, hs, d), axis=1)[inverse]
+    # Z2 equivariance: the grid point -p has flat index N-1-i. Keep the labels of the half with
+    # c1 > 0 (or c1 = 0, cG > 0), mirror them onto the other half, and split the origin's cell.
+    mirror = np.array([int(np.argmin(np.sum((cs + c) ** 2, axis=1))) for c in cs])
+    centre = label.size // 2
+    label[:centre] = mirror[label[::-1][:centre]]
+    flat = ld.ravel()
+    origin_share = np.zeros(len(cs))
+    if mirror[label[centre]] != label[centre]:  # the origin is no mode: half to each image
+        origin_share[[label[centre], mirror[label[centre]]]] = 0.5
+        label, flat = np.delete(label, centre), np.delete(flat, centre)
+    origin_log = ld.ravel()[centre]
+    top = np.full(len(cs), -np.inf)
+    np.maximum.at(top, label, flat)  # per basin, so that a far-weaker mode does not underflow
+    safe = np.where(np.isfinite(top), top, 0.0)
+    mass = np.bincount(label, weights=np.exp(flat - safe[label]), minlength=len(cs))
+    mass = mass + origin_share * np.exp(origin_log - safe)
+    with np.errstate(divide="ignore"):
+        log_Z = safe + np.log(mass * h[0] * h[1])
+    return log_Z, {"spacing": h, "n_points": n_points, "half_width": h * m}
+
+
+# --------------------------------------------------------------------------------------------------
+# Public face
+
+
+def _check_common(P, activation, points_per_sd):
+    check_activation(activation)
+    return check_positive("P", P), check_positive("points_per_sd", points_per_sd)
+
+
+def _normalise(log_Z: np.ndarray) -> np.ndarray:
+    finite = np.isfinite(log_Z)
+    if not finite.any():
+        return np.full_like(log_Z, np.nan)
+    w = np.exp(log_Z - log_Z[finite].max())
+    return w / w.sum()
+
+
+def _softmax_census(found, P, chi, sc, include_logdet, points_per_sd, _max_points):
+    """Data variables and grid attributes of :func:`modes` for softmax."""
+    found = sorted(found, key=lambda sd: sd.cG)
+    x = np.array([sd.cG for sd in found])
+    hess = np.array([float(sd.hessian.ravel()[0]) for sd in found])
+    log_Z, info = _softmax_quadrature(x, hess, P, chi, sc, include_logdet, points_per_sd)
+    lap = np.array([sd.log_weight for sd in found])
+    if include_logdet:
+        lap = lap - _logdet_softmax(x, P, sc)
+    aG = np.array([sd.aG for sd in found])
+    labels = _labels(aG, P, sc)
+    data = {
+        "cG": ("mode", x),
+        "aG": ("mode", aG),
+        "a1": ("mode", np.array([sd.a1 for sd in found])),
+        "action": ("mode", np.array([sd.action for sd in found])),
+        **_weights(log_Z, lap, labels),
+        "delta_F": ((), _delta_F(log_Z, labels)),
+        "delta_F_laplace": ((), _delta_F(lap, labels)),
+    }
+    return data, {"spacing": info["spacing"], "n_points": info["n_points"]}
+
+
+def _linear_census(found, P, chi, sc, include_logdet, points_per_sd, max_points):
+    """Data variables and grid attributes of :func:`modes` for linear attention."""
+    cs, hs, acts, lap, image = [], [], [], [], []
+    for sd in found:
+        c = np.array([sd.c1, sd.cG])
+        for sign in (1, -1) if sd.multiplicity == 2 else (0,):
+            cs.append(c * (sign or 1))
+            hs.append(sd.hessian)
+            acts.append(sd.action)
+            lap.append(sd.log_weight - math.log(sd.multiplicity))  # the pair's weight, split
+            image.append(sign)
+    cs, hs, lap = np.array(cs), np.array(hs), np.array(lap)
+    if include_logdet:
+        lap = lap - np.asarray(logdet_ek(cs[:, 0], cs[:, 1], jnp.float64(P), sc))
+    log_Z, info = _linear_quadrature(cs, hs, P, chi, sc, include_logdet, points_per_sd, max_points)
+    labels = ["symmetric" if i == 0 else "ordered" for i in image]
+    data = {
+        "c1": ("mode", cs[:, 0]),
+        "cG": ("mode", cs[:, 1]),
+        "action": ("mode", np.array(acts)),
+        **_weights(log_Z, lap, labels),
+        "delta_F": ((), math.nan),
+        "delta_F_laplace": ((), math.nan),
+        "image": ("mode", np.array(image)),
+    }
+    grid = {
+        "spacing": tuple(float(v) for v in info["spacing"]),
+        "n_points": info["n_points"],
+        "half_width": tuple(float(v) for v in info["half_width"]),
+    }
+    return data, grid
+
+
+def _weights(log_Z, lap, labels) -> dict:
+    return {
+        "phase": ("mode", np.array(labels)),
+        "log_weight": ("mode", log_Z),
+        "laplace_log_weight": ("mode", lap),
+        "weight": ("mode", _normalise(log_Z)),
+        "laplace_weight": ("mode", _normalise(lap)),
+    }
+
+
+def modes(
+    task,
+    hyper,
+    P,
+    activation: str,
+    *,
+    include_logdet: bool = False,
+    points_per_sd: float = 4.0,
+    max_points: int = 4_000_000,
+) -> xr.Dataset:
+    """Every mode of the reduced posterior at training-set size P, with its exact basin mass.
+
+    Parameters
+    ----------
+    task : CopyTask
+    hyper : Hyper
+        ``hyper.chi`` is the physical chi at which the weights are computed.
+    P : float
+        Training-set size, > 0.
+    activation : {"linear", "softmax"}
+    include_logdet : bool
+        Multiply the density by exp(-logdet_ek) (the O(1) log-determinant), as
+        :func:`bayes_attn.models.order_params.order_param_model` does. The modes stay the minima of
+        the O(chi) action ``s``; the basins and the masses use the full density.
+    points_per_sd : float
+        Grid points per conditional standard deviation of the narrowest mode (> 0). Halving the
+        spacing (doubling this) is the convergence check.
+    max_points : int
+        Largest 2-D grid allowed (linear); a larger one raises ``ValueError``.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dimension ``mode``, ordered by cG (softmax) or by action then image (linear; each Z2 image is
+        its own mode, ``image`` = +1 for c1 > 0, -1 for its mirror, 0 at the origin). Variables:
+        ``cG``; ``c1`` (linear) or ``aG``, ``a1`` (softmax); ``action`` (per unit chi), ``phase``
+        (softmax: weak/strong/other, or single where the transition is not first order; linear:
+        symmetric/ordered), ``log_weight`` (exact log of the basin mass, unnormalised),
+        ``laplace_log_weight``, ``weight`` and ``laplace_weight`` (normalised over modes), and
+        scalars ``delta_F`` = -log(w_strong / w_weak) (exact) and ``delta_F_laplace`` (softmax;
+        nan for linear, whose modes are Z2 images of one phase). Attributes record P, chi, the
+        scales and the grid.
+
+    Raises
+    ------
+    ValueError
+        For P <= 0, an unknown activation, points_per_sd <= 0, max_points < 1 or a grid above
+        ``max_points``.
+    """
+    P, points_per_sd = _check_common(P, activation, points_per_sd)
+    max_points = check_int("max_points", max_points, 1)
+    sc = scales(task, hyper)
+    chi = float(hyper.chi)
+    found = saddles(task, hyper, P, activation)
+    census = _softmax_census if activation == "softmax" else _linear_census
+    data, grid = census(found, P, chi, sc, include_logdet, points_per_sd, max_points)
+    labels = data["phase"][1]
+    ds = xr.Dataset(data, coords={"mode": np.arange(len(labels))})
+    ds.attrs.update(
+        activation=activation,
+        P=P,
+        chi=chi,
+        L=task.L,
+        V=task.V,
+        g_w=hyper.g_w,
+        g_o=hyper.g_o,
+        sigma2=hyper.sigma2,
+        include_logdet=int(include_logdet),
+        points_per_sd=points_per_sd,
+        **{f"grid_{k}": v for k, v in grid.items()},
+    )
+    ds["weight"].attrs["description"] = "exact posterior mass of the basin (quadrature)"
+    ds["laplace_weight"].attrs["description"] = "Laplace approximation of the basin mass"
+    ds["delta_F"].attrs["description"] = "F_strong - F_weak = -log(w_strong / w_weak)"
+    return ds
+
+
+def _phase_row(P, chi, sc, include_logdet, points_per_sd) -> dict:
+    r = _softmax_fast(P, chi, sc, include_logdet, points_per_sd)
+    lab = r["labels"]
+
+    def share(log_Z):
+        w = _normalise(log_Z)
+        return float(sum(wi for wi, li in zip(w, lab, strict=True) if li == "strong"))
+
+    pick = lambda name: next(  # noqa: E731
+        (a for a, li in zip(r["aG"], lab, strict=True) if li == name), math.nan
+    )
+    single = "single" in lab
+    return {
+        "strong_weight": math.nan if single else share(r["log_Z"]),
+        "strong_weight_laplace": math.nan if single else share(r["laplace"]),
+        "delta_F": _delta_F(r["log_Z"], lab),
+        "delta_F_laplace": _delta_F(r["laplace"], lab),
+        "aG_weak": pick("weak"),
+        "aG_strong": pick("strong"),
+        "n_modes": len(lab),
+    }
+
+
+def phase_weights(
+    task,
+    hyper,
+    Ps,
+    activation: str = "softmax",
+    *,
+    include_logdet: bool = False,
+    points_per_sd: float = 4.0,
+) -> xr.Dataset:
+    """Weight of the strong-copy softmax phase against P, exact (quadrature) and Laplace.
+
+    Minima come from the dense-grid finder that also gives the spinodals (fast enough for scans);
+    :func:`modes` gives the same weights from :func:`~bayes_attn.theory.saddles`.
+
+    Parameters
+    ----------
+    task, hyper : CopyTask, Hyper
+    Ps : array_like
+        Training-set sizes, all > 0.
+    activation : {"softmax"}
+        Only softmax has two phases; ``"linear"`` raises ``ValueError``.
+    include_logdet, points_per_sd
+        As in :func:`modes`.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``P`` (sorted): ``strong_weight`` and ``strong_weight_laplace`` (share of all modes'
+        mass in the strong mode: 0 below the lower spinodal, 1 above the upper; nan where the
+        transition is not first order), ``delta_F`` and ``delta_F_laplace`` (-log(w_strong/w_weak),
+        +-inf where one phase is absent), ``aG_weak``, ``aG_strong`` and ``n_modes``.
+    """
+    check_activation(activation)
+    if activation != "softmax":
+        raise ValueError(f"activation must be 'softmax' for phase weights, got {activation!r}")
+    Ps = np.sort(check_positive_array("Ps", Ps).ravel())
+    points_per_sd = check_positive("points_per_sd", points_per_sd)
+    sc = scales(task, hyper)
+    rows = [_phase_row(float(P), float(hyper.chi), sc, include_logdet, points_per_sd) for P in Ps]
+    ds = xr.Dataset({k: ("P", np.array([r[k] for r in rows])) for k in rows[0]}, coords={"P": Ps})
+    ds.attrs.update(
+        activation=activation,
+        chi=float(hyper.chi),
+        L=task.L,
+        V=task.V,
+        include_logdet=int(include_logdet),
+        points_per_sd=points_per_sd,
+    )
+    return ds
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightCrossing:
+    """Where the two softmax phases carry equal posterior mass, at finite chi.
+
+    Attributes
+    ----------
+    chi : float
+    P_cross : float
+        Root of delta_F(P) = -log(w_strong / w_weak) = 0 (exact basin masses), between the spinodals.
+    P_cross_laplace : float
+        The same root with Laplace weights.
+    P_10, P_90 : float
+        Where the strong phase holds 10% and 90% of the two phases' mass (delta_F = +-log 9); nan if
+        outside the coexistence region.
+    width : float
+        P_90 - P_10.
+    slope : float
+        d delta_F / dP at P_cross (central difference); ``2 log 9 / |slope|`` is the linearised width.
+    first_order : float
+        The equal-action P* (the chi -> infinity limit of P_cross).
+    spinodals : tuple of float
+    """
+
+    chi: float
+    P_cross: float
+    P_cross_laplace: float
+    P_10: float
+    P_90: float
+    width: float
+    slope: float
+    first_order: float
+    spinodals: tuple[float, float]
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def weight_crossing(
+    task,
+    hyper,
+    *,
+    include_logdet: bool = False,
+    points_per_sd: float = 4.0,
+    xtol: float = 1e-9,
+) -> WeightCrossing:
+    """The finite-chi P at which the weak- and strong-copy softmax phases have equal weight.
+
+    Brent's method on delta_F(P) inside the spinodals (delta_F falls through zero there: +inf at the
+    lower spinodal, -inf at the upper). Use ``include_logdet=False`` to compare with the
+    equal-action P*, which also leaves the O(1) log-determinant out.
+
+    Raises
+    ------
+    ValueError
+        If the softmax transition is not first order for these scales (no spinodals), or for
+        points_per_sd <= 0 or xtol <= 0.
+    """
+    points_per_sd = check_positive("points_per_sd", points_per_sd)
+    xtol = check_positive("xtol", xtol)
+    sc = scales(task, hyper)
+    chi = float(hyper.chi)
+    first, lo, hi = _transition_of(sc)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(
+            f"task: the softmax transition is not first order at L={task.L}, V={task.V} "
+            "(no coexistence region, so no weight crossing)"
+        )
+
+    def dF(P, key="delta_F"):
+        return _phase_row(P, chi, sc, include_logdet, points_per_sd)[key]
+
+    def root(key, target, a, b):
+        fa, fb = dF(a, key) - target, dF(b, key) - target
+        if not (np.isfinite(fa) and np.isfinite(fb)) or fa * fb > 0:
+            return math.nan
+        return optimize.brentq(lambda P: dF(P, key) - target, a, b, xtol=xtol, rtol=1e-15)
+
+    span = hi - lo
+    a, b = next(
+        ((lo + e * span, hi - e * span) for e in (1e-2, 1e-3, 1e-4) if dF(lo + e * span) > 0),
+        (lo + 1e-4 * span, hi - 1e-4 * span),
+    )
+    P_c = root("delta_F", 0.0, a, b)
+    P_lap = root("delta_F_laplace", 0.0, a, b)
+    P_10 = root("delta_F", _LOG9, a, P_c) if math.isfinite(P_c) else math.nan
+    P_90 = root("delta_F", -_LOG9, P_c, b) if math.isfinite(P_c) else math.nan
+    width = P_90 - P_10
+    if math.isfinite(P_c):
+        d = width / 50 if math.isfinite(width) else 1e-4 * P_c
+        slope = float((dF(P_c + d) - dF(P_c - d)) / (2 * d))
+    else:
+        slope = math.nan
+    return WeightCrossing(
+        chi=chi,
+        P_cross=P_c,
+        P_cross_laplace=P_lap,
+        P_10=P_10,
+        P_90=P_90,
+        width=width,
+        slope=slope,
+        first_order=first,
+        spinodals=(lo, hi),
+    )
