@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
-from numpyro.infer import MCMC
 from tqdm.auto import tqdm
 
 import bayes_attn
@@ -119,43 +118,57 @@ class ProtocolConfig:
         return CopyTask(self.L, self.V)
 
 
-def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, adam_params, key):
+def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam_params, key):
     """SGLD from each member's Adam solution on its own dataset; per-member posterior means of the
-    order parameters, their standard deviations and the mean train loss per token."""
+    order parameters (on the held-out ``test`` sequences, as for Adam), their standard deviations
+    and the mean train loss per token.
+
+    The NumPyro kernel :class:`~bayes_attn.inference.SGLD` is driven directly, in one jitted program
+    per (activation, P) that scans the steps and maps over the members (``MCMC`` would compile once
+    per member, since each member has its own dataset).
+    """
+    P = tokens.shape[1]
+    batch = cfg.batch_size if cfg.batch_size < P else None
 
     def model(tok):
-        network_model(task, hyper, tok, activation, cfg.d_model, batch_size=cfg.batch_size)
+        network_model(task, hyper, tok, activation, cfg.d_model, batch_size=batch)
 
-    mcmc = MCMC(
-        SGLD(model, step_size=cfg.sgld_step or 5e-4 / cfg.d_model),
-        num_warmup=cfg.sgld_warmup,
-        num_samples=cfg.sgld_samples,
-        thinning=cfg.sgld_thinning,
-        num_chains=1,
-        progress_bar=False,
-        jit_model_args=True,
-    )
-    out = {k: [] for k in ("c1", "cG", "c1_sd", "cG_sd", "train_loss")}
-    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
-    for m in range(tokens.shape[0]):
-        init = {k: v[m] for k, v in adam_params.items()}
-        mcmc.run(jax.random.fold_in(key, m), tokens[m], init_params=init)
-        s = mcmc.get_samples()
-        c1, cG = np.asarray(s[names[0]]), np.asarray(s[names[1]])
-        if activation == "linear":
-            c1, cG = algebra.fold_sign(c1, cG)
-        out["c1"].append(c1.mean())
-        out["cG"].append(cG.mean())
-        out["c1_sd"].append(c1.std())
-        out["cG_sd"].append(cG.std())
-        f = jax.vmap(lambda p, m=m: _train_loss(p, tokens[m], activation))
-        out["train_loss"].append(float(jnp.mean(f({k: s[k] for k in init}))))
-    return {k: np.asarray(v) for k, v in out.items()}
+    kernel = SGLD(model, step_size=cfg.sgld_step or 5e-4 / cfg.d_model)
+    n_steps = cfg.sgld_warmup + cfg.sgld_samples * cfg.sgld_thinning
+
+    def one_member(args):
+        k, tok, init = args
+        state = kernel.init(k, cfg.sgld_warmup, init, (tok,), {})
+
+        def body(state, _):
+            state = kernel.sample(state, (tok,), {})
+            return state, state.z
+
+        _, zs = jax.lax.scan(body, state, None, length=n_steps)
+        zs = jax.tree.map(lambda z: z[cfg.sgld_warmup :: cfg.sgld_thinning], zs)
+        obs = jax.vmap(lambda p: _observables(p, tok, test, activation))(zs)
+        return obs
+
+    keys = jax.random.split(key, tokens.shape[0])
+    obs = jax.jit(lambda a: jax.lax.map(one_member, a))((keys, tokens, adam_params))
+    c1, cG = np.asarray(obs["c1"]), np.asarray(obs["cG"])  # (member, draw)
+    if activation == "linear":
+        c1, cG = (np.asarray(x) for x in algebra.fold_sign(c1, cG))
+    return {
+        "c1": c1.mean(1),
+        "cG": cG.mean(1),
+        "c1_sd": c1.std(1),
+        "cG_sd": cG.std(1),
+        "train_loss": np.asarray(obs["train_loss"]).mean(1),
+    }
 
 
-def _train_loss(params, tokens, activation):
+def _observables(params, tokens, test, activation):
+    """Order parameters of the mean attention on the held-out tokens, and the train loss."""
+    pr = algebra.project(forward(params, test, activation)[1])
     f, _ = forward(params, tokens, activation)
-    return 0.5 * jnp.mean(jnp.sum((algebra.targets(tokens, f.shape[-1]) - f) ** 2, -1))
+    loss = 0.5 * jnp.mean(jnp.sum((algebra.targets(tokens, f.shape[-1]) - f) ** 2, -1))
+    return {"c1": pr["c1"], "cG": pr["cG"], "train_loss": loss}
 
 
 def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: bool = True):
@@ -187,6 +200,7 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
         {k: np.full(shape[:2], np.nan) for k in ("level1_c1", "level1_cG", "level1_residual")}
     )
     key = jax.random.key(cfg.seed)
+    test = task.sample(jax.random.fold_in(key, -1), cfg.num_test)  # one held-out set for all
     bar = tqdm(total=shape[0] * shape[1], disable=not progress, desc="protocol")
     for i, act in enumerate(cfg.activations):
         for j, P in enumerate(cfg.Ps):
@@ -207,7 +221,7 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
                 members=cfg.members,
                 seed=cfg.seed + j,
                 tokens=tokens,
-                num_test=cfg.num_test,
+                test_tokens=test,
                 lr=cfg.lr,
                 warmup_steps=warm,
                 warmup_init=cfg.lr * cfg.warmup_init,
@@ -239,7 +253,7 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
 
             t0 = time.perf_counter()
             params = {n: jnp.asarray(ds[n].values) for n in ("W_emb", "p", "W_G", "W_O")}
-            sg = _sgld_stage(cfg, task, hyper, act, tokens, params, k_sgld)
+            sg = _sgld_stage(cfg, task, hyper, act, tokens, test, params, k_sgld)
             for k, v in sg.items():
                 net[f"sgld_{k}"][i, j] = v
             seconds["sgld"] += time.perf_counter() - t0

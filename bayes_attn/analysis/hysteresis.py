@@ -1,0 +1,112 @@
+"""Hysteresis at the softmax first-order transition: sweep P up, then down, with warm-started Adam.
+
+Every member keeps one pool of sequences and trains on its first P of them, so the datasets are
+nested and each P starts from the previous P's solution. Going up, a network in the weak-copy phase
+stays there until that phase stops being a minimum (the upper spinodal); going down, the strong-copy
+phase survives to the lower spinodal. The two jump points should bracket the theory's first-order
+P*, between its spinodals (THEORY.md fact 6, metastability).
+
+References
+----------
+THEORY.md facts 3 and 6; paper Sec. 4.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import xarray as xr
+from tqdm.auto import tqdm
+
+from bayes_attn._validation import check_activation, check_int
+from bayes_attn.inference.adam import train_adam
+
+_WEIGHTS = ("W_emb", "p", "W_G", "W_O", "W_Q", "W_K")
+
+
+def hysteresis_sweep(
+    task,
+    hyper,
+    Ps,
+    activation: str = "softmax",
+    d_model: int = 32,
+    *,
+    members: int = 4,
+    seed: int = 0,
+    progress: bool = True,
+    **adam_kwargs,
+) -> xr.Dataset:
+    """Train up the increasing ``Ps`` and back down, each P warm-started from its neighbour.
+
+    Returns a Dataset over (direction = "up"/"down", P, member) with the final order parameters
+    (``q1``, ``qG``: (a1, aG) for softmax, (c1, cG) for linear) and the train loss per token.
+    ``adam_kwargs`` go to :func:`bayes_attn.inference.train_adam` (lr, max_steps, patience, ...).
+    """
+    check_activation(activation)
+    Ps = sorted(check_int("P", P, 1) for P in Ps)
+    members = check_int("members", members, 1)
+    pool = jax.vmap(lambda k: task.sample(k, Ps[-1]))(
+        jax.random.split(jax.random.key(seed), members)
+    )
+    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    out = {k: np.full((2, len(Ps), members), np.nan) for k in ("q1", "qG", "train_loss")}
+    init = None
+    order = [(0, j) for j in range(len(Ps))] + [(1, j) for j in reversed(range(len(Ps)))]
+    for direction, j in tqdm(order, disable=not progress, desc=f"hysteresis {activation}"):
+        ds = train_adam(
+            task,
+            hyper,
+            activation,
+            d_model,
+            Ps[j],
+            members=members,
+            seed=seed,
+            tokens=pool[:, : Ps[j]],
+            init=init,
+            return_params=True,
+            progress_bar=False,
+            **adam_kwargs,
+        )
+        init = {n: ds[n].values for n in _WEIGHTS if n in ds}
+        final = ds.isel(step=-1)
+        out["q1"][direction, j] = final[names[0]]
+        out["qG"][direction, j] = final[names[1]]
+        out["train_loss"][direction, j] = final.train_loss
+    dims = ("direction", "P", "member")
+    return xr.Dataset(
+        {k: (dims, v) for k, v in out.items()},
+        coords={"direction": ["up", "down"], "P": Ps, "member": np.arange(members)},
+        attrs={
+            "activation": activation,
+            "d_model": d_model,
+            "L": task.L,
+            "V": task.V,
+            "order_parameter": names[1],
+        },
+    )
+
+
+def jump_points(ds: xr.Dataset, threshold: float | None = None) -> dict[str, float]:
+    """Where the ensemble-median ``qG`` crosses ``threshold`` on the way up and on the way down.
+
+    The default threshold is halfway between the smallest and the largest median ``qG`` of the
+    sweep. The crossing is interpolated linearly in log P between grid points; NaN if none.
+    """
+    med = ds.qG.median("member")
+    if threshold is None:
+        threshold = 0.5 * (float(med.min()) + float(med.max()))
+    logP = np.log(ds.P.values.astype(float))
+    out = {}
+    for direction in ("up", "down"):
+        q = med.sel(direction=direction).values
+        above = q > threshold
+        k = np.nonzero(above[1:] != above[:-1])[0]
+        if k.size == 0:
+            out[direction] = float("nan")
+            continue
+        # the first crossing met along the sweep: the lowest one going up, the highest going down
+        i = k[0] if direction == "up" else k[-1]
+        t = (threshold - q[i]) / (q[i + 1] - q[i])
+        out[direction] = float(np.exp(logP[i] + t * (logP[i + 1] - logP[i])))
+    out["threshold"] = threshold
+    return out
