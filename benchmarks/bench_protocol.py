@@ -19,7 +19,7 @@ from bayes_attn.analysis.protocol import ProtocolConfig, run_protocol
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--d", type=int, default=256, help="d_model")
+    parser.add_argument("--d", type=int, help="d_model (default: the config's, 256 for the paper)")
     parser.add_argument("--config", help="a TOML file with a [protocol] table")
     parser.add_argument("--quick", action="store_true", help="the quick variant")
     parser.add_argument("--no-level1", action="store_true", help="skip the Level-1 MAP")
@@ -29,7 +29,9 @@ def main(argv=None):
         cfg = ProtocolConfig.from_toml(args.config)
     else:
         cfg = ProtocolConfig.quick() if args.quick else ProtocolConfig.paper()
-    cfg = dataclasses.replace(cfg, d_model=args.d, level1=cfg.level1 and not args.no_level1)
+    cfg = dataclasses.replace(
+        cfg, d_model=args.d or cfg.d_model, level1=cfg.level1 and not args.no_level1
+    )
     t0 = time.perf_counter()
     ds, seconds = run_protocol(cfg)
     total = time.perf_counter() - t0
