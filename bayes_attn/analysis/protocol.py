@@ -200,7 +200,7 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
         {k: np.full(shape[:2], np.nan) for k in ("level1_c1", "level1_cG", "level1_residual")}
     )
     key = jax.random.key(cfg.seed)
-    test = task.sample(jax.random.fold_in(key, -1), cfg.num_test)  # one held-out set for all
+    test = task.sample(jax.random.fold_in(key, 2**31 - 1), cfg.num_test)  # shared held-out set
     bar = tqdm(total=shape[0] * shape[1], disable=not progress, desc="protocol")
     for i, act in enumerate(cfg.activations):
         for j, P in enumerate(cfg.Ps):
