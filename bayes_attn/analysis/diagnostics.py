@@ -12,6 +12,8 @@ import arviz as az
 import numpy as np
 import pandas as pd
 
+from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
+
 
 @dataclasses.dataclass
 class Diagnosis:
@@ -28,12 +30,16 @@ class Diagnosis:
         For each variable whose chains disagree: a list of chain groups, each (chains, mean).
     warnings : list of str
         Plain-words problems; empty when nothing was found.
+    phases : PhaseOccupancy or None
+        For softmax posteriors of ``aG`` with two phases: the phase of every draw, the occupancy per
+        chain and a mixing verdict (:func:`bayes_attn.analysis.phases.phase_occupancy`).
     """
 
     table: pd.DataFrame
     divergences: int
     groups: dict
     warnings: list
+    phases: PhaseOccupancy | None = None
 
     @property
     def ok(self) -> bool:
@@ -43,6 +49,8 @@ class Diagnosis:
         with pd.option_context("display.width", 160, "display.max_columns", 30):
             text = self.table.round(4).to_string()
         text += f"\n\ndivergences: {self.divergences}\n"
+        if self.phases is not None:
+            text += f"{self.phases}\n"
         if self.warnings:
             text += "\n".join(f"WARNING: {w}" for w in self.warnings)
         else:
@@ -100,4 +108,12 @@ def diagnose(idata, var_names=None, *, rhat_max: float = 1.01, z: float = 5.0) -
         div = int(np.asarray(idata.sample_stats["diverging"]).sum())
     if div:
         warnings.append(f"{div} divergent transitions: the sampler may be biased")
-    return Diagnosis(table=table, divergences=div, groups=groups, warnings=warnings)
+    phases = None
+    if "aG" in post.data_vars and post.attrs.get("activation") == "softmax":
+        try:
+            phases = phase_occupancy(idata)
+        except (ValueError, KeyError):  # one phase only at these scales, or no P in the attrs
+            phases = None
+        if phases is not None and not phases.ok:
+            warnings.append(f"phases: {phases.reason}")
+    return Diagnosis(table=table, divergences=div, groups=groups, warnings=warnings, phases=phases)

@@ -8,6 +8,7 @@ from bayes_attn.inference.adam import (
 )
 from bayes_attn.inference.nuts import run_nuts, to_inference_data
 from bayes_attn.inference.sgld import SGLD, polynomial_decay, run_sgld
+from bayes_attn.inference.smc import run_smc, split_log_density
 
 __all__ = [
     "SGLD",
@@ -17,6 +18,8 @@ __all__ = [
     "polynomial_decay",
     "run_nuts",
     "run_sgld",
+    "run_smc",
+    "split_log_density",
     "to_inference_data",
     "train_adam",
 ]
