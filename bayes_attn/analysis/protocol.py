@@ -278,7 +278,7 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
         "member": np.arange(cfg.members),
     }
     attrs = {
-        k: (str(v) if isinstance(v, tuple | bool) else v)
+        k: (str(v) if isinstance(v, tuple | bool) or v is None else v)
         for k, v in dataclasses.asdict(cfg).items()
     }
     attrs.update(chi=hyper.chi, g_w=hyper.g_w, g_o=hyper.g_o, sigma2=hyper.sigma2)
