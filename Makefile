@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 test: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m pytest -q
+	MPLBACKEND=Agg $(PY) -m pytest -q --durations=15
 
 slow: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m pytest -q -m slow

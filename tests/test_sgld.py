@@ -238,6 +238,7 @@ def test_reduced_posterior_matches_nuts(paper):
     assert sgld.posterior.attrs["level"] == "order_parameters"
 
 
+@pytest.mark.slow
 def test_network_model_smoke():
     """Minibatches of 3 of 8 sequences: the posterior has the order parameters, the log likelihood
     covers all 8 sequences, the tokens are the observed data."""

@@ -173,7 +173,14 @@ def _log_z_quadrature(task, hyper, P):
     return top + math.log(np.trapezoid(np.exp(ld - top), c))
 
 
-@pytest.mark.parametrize("where", ["below", "cross", "above"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("below", marks=pytest.mark.slow),
+        "cross",
+        pytest.param("above", marks=pytest.mark.slow),
+    ],
+)
 def test_smc_phase_fraction_matches_exact_weight(preset, p_cross, where):
     task, hyper = preset
     P = {"below": 1211.0, "cross": p_cross, "above": 1214.0}[where]
@@ -191,6 +198,7 @@ def test_smc_phase_fraction_matches_exact_weight(preset, p_cross, where):
     )
 
 
+@pytest.mark.slow
 def test_smc_splits_linear_z2_images_evenly_within_the_genealogy_error(preset):
     """Above the linear P* the two Z2 images carry exactly half the mass each. In 2-D the image
     proportion picks up resampling noise along the path (seed-to-seed sd 0.025 at P = 2500, twice
