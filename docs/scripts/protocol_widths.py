@@ -118,6 +118,9 @@ def main():
                 else "-"
             )
             for ds in runs.values():
+                if P not in ds.P.values:
+                    row += ["-", "-"]
+                    continue
                 s = ds.sel(activation=act, P=P)
                 n = int(s.global_min.sum())
                 for stage in ("adam", "sgld"):
