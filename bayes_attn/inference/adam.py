@@ -301,18 +301,22 @@ def classify_minima(
 ) -> xr.Dataset:
     """Mark each member as at the global minimum or at a local one, by its final train loss only.
 
-    The reference is the lowest final loss in the ensemble, or the theory's loss per token if that
-    is lower. A member is ``global_min`` when its final loss is within ``rtol`` (relative) of the
-    reference. Returns ``ds`` with ``global_min`` (member) and ``reference_loss`` added.
+    A member is ``global_min`` when its final loss is within ``rtol`` (relative) of the lowest
+    final loss in the ensemble. The theory's loss per token, if given, is a population value that
+    a finite training set scatters around, so it does not move the reference: members more than
+    ``rtol`` above it are marked ``above_theory`` instead (all of them, when the whole ensemble sits
+    in a local minimum or has not converged). Returns ``ds`` with ``global_min``, ``reference_loss``
+    and, with a theory loss, ``above_theory`` and ``theory_loss`` added.
     """
     check_positive("rtol", rtol)
     final = ds["train_loss"].isel(step=-1)
     ref = float(final.min())
-    if theory_loss is not None:
-        ref = min(ref, float(theory_loss))
     out = ds.copy()
     out["global_min"] = final <= ref * (1.0 + rtol)
     out["reference_loss"] = ref
+    if theory_loss is not None:
+        out["theory_loss"] = float(theory_loss)
+        out["above_theory"] = final > float(theory_loss) * (1.0 + rtol)
     return out
 
 

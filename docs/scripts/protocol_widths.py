@@ -20,9 +20,15 @@ import bayes_attn as ba
 from bayes_attn.theory import phase_diagram
 
 
+def global_min(ds, rtol=0.05):
+    """The loss filter of ``classify_minima``: final train loss within rtol of the ensemble's best."""
+    loss = ds.adam_train_loss
+    return loss <= loss.min("member") * (1 + rtol)
+
+
 def filtered_mean(ds, name):
     """Ensemble mean over members at the global minimum (the paper's filter)."""
-    return ds[name].where(ds.global_min).mean("member")
+    return ds[name].where(global_min(ds)).mean("member")
 
 
 def jump_and_crossover(ds):
@@ -35,10 +41,13 @@ def jump_and_crossover(ds):
             cG = sub[f"{stage}_cG"] if stage == "theory" else filtered_mean(sub, f"{stage}_cG")
             P = sub.P.values
             if act == "softmax":
-                k = int(np.argmax(np.diff(cG.values)))
-                out[(act, stage)] = f"aG rises most between P = {P[k]} and {P[k + 1]}"
+                rise = np.diff(cG.values)
+                k = int(np.nanargmax(rise))
+                out[(act, stage)] = (
+                    f"aG rises most between P = {P[k]} and {P[k + 1]} (by {rise[k]:.3f})"
+                )
             else:
-                over = np.nonzero(cG.values > c1.values)[0]
+                over = np.nonzero(cG.values > c1.values + 0.01)[0]
                 out[(act, stage)] = (
                     f"cG > c1 from P = {P[over[0]]}" if over.size else "cG < c1 at every P"
                 )
@@ -76,7 +85,7 @@ def main():
                 ax.errorbar(
                     s.P,
                     filtered_mean(s, f"adam_{v}"),
-                    s[f"adam_{v}"].where(s.global_min).std("member"),
+                    s[f"adam_{v}"].where(global_min(s)).std("member"),
                     fmt="o",
                     color=color,
                     ms=4,
@@ -122,7 +131,7 @@ def main():
                     row += ["-", "-"]
                     continue
                 s = ds.sel(activation=act, P=P)
-                n = int(s.global_min.sum())
+                n = int(global_min(s).sum())
                 for stage in ("adam", "sgld"):
                     row.append(
                         f"{float(filtered_mean(s, f'{stage}_c1')):.3f}, "
@@ -132,7 +141,7 @@ def main():
             print("| " + " | ".join(row) + " |")
     print()
     for d, ds in runs.items():
-        kept = ds.global_min.mean().item()
+        kept = global_min(ds).mean().item()
         print(f"d={d}: {100 * kept:.0f}% of members pass the loss filter")
         for (act, stage), text in jump_and_crossover(ds).items():
             print(f"  {act:8s} {stage:6s} {text}")
