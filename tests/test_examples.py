@@ -50,3 +50,24 @@ def test_reduced_posterior_example(tmp_path):
     assert "chains disagree" in res.stdout  # above P* the Z2 images are reported, not hidden
     for name in ("variance_c1.png", "posterior_P40.png", "pair_P250.png"):
         assert (out / name).stat().st_size > 1000, name
+
+
+def test_multimodal_softmax_example(tmp_path):
+    out = tmp_path / "mm"
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "multimodal_softmax.py"),
+            "--quick",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={"MPLBACKEND": "Agg", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"},
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "not mixing" in res.stdout  # NUTS started in both phases is flagged, not hidden
+    for name in ("posterior_aG.png", "traces.png", "phase_weights.png"):
+        assert (out / name).stat().st_size > 1000, name
