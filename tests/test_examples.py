@@ -31,22 +31,22 @@ def test_demo_writes_every_file(tmp_path):
     assert {"aG", "a1", "loss", "action"} <= set(ds.data_vars)
 
 
-def test_reduced_posterior_example(tmp_path):
-    out = tmp_path / "rp"
+def _run_quick(example: str, out: pathlib.Path) -> subprocess.CompletedProcess:
+    """Run ``examples/<example>`` with ``--quick``; assert it exits cleanly."""
     res = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "reduced_posterior.py"),
-            "--quick",
-            "--out",
-            str(out),
-        ],
+        [sys.executable, str(ROOT / "examples" / example), "--quick", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=900,
         env={"MPLBACKEND": "Agg", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"},
     )
     assert res.returncode == 0, res.stderr[-3000:]
+    return res
+
+
+def test_reduced_posterior_example(tmp_path):
+    out = tmp_path / "rp"
+    res = _run_quick("reduced_posterior.py", out)
     assert "chains disagree" in res.stdout  # above P* the Z2 images are reported, not hidden
     for name in ("variance_c1.png", "posterior_P40.png", "pair_P250.png"):
         assert (out / name).stat().st_size > 1000, name
@@ -54,20 +54,7 @@ def test_reduced_posterior_example(tmp_path):
 
 def test_multimodal_softmax_example(tmp_path):
     out = tmp_path / "mm"
-    res = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "multimodal_softmax.py"),
-            "--quick",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={"MPLBACKEND": "Agg", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"},
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = _run_quick("multimodal_softmax.py", out)
     assert "not mixing" in res.stdout  # NUTS started in both phases is flagged, not hidden
     for name in ("posterior_aG.png", "traces.png", "phase_weights.png"):
         assert (out / name).stat().st_size > 1000, name

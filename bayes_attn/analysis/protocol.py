@@ -32,7 +32,7 @@ from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.inference.adam import classify_minima, train_adam
 from bayes_attn.inference.sgld import SGLD
-from bayes_attn.models.network import forward, network_model
+from bayes_attn.models.network import forward, loss_per_token, network_model
 from bayes_attn.task import CopyTask, Hyper
 from bayes_attn.theory.level1 import level1_map
 from bayes_attn.theory.saddles import global_saddle
@@ -167,7 +167,7 @@ def _observables(params, tokens, test, activation):
     """Order parameters of the mean attention on the held-out tokens, and the train loss."""
     pr = algebra.project(forward(params, test, activation)[1])
     f, _ = forward(params, tokens, activation)
-    loss = 0.5 * jnp.mean(jnp.sum((algebra.targets(tokens, f.shape[-1]) - f) ** 2, -1))
+    loss = loss_per_token(f, tokens)
     return {"c1": pr["c1"], "cG": pr["cG"], "train_loss": loss}
 
 

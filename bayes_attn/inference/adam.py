@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive, check_tokens
-from bayes_attn.models.network import forward, init_params, neg_log_posterior
+from bayes_attn.models.network import forward, init_params, loss_per_token, neg_log_posterior
 
 # --------------------------------------------------------------------------------------------------
 # Early stopping as an optax transformation
@@ -83,17 +83,14 @@ def _observables(params, frozen, tokens, test_tokens, hyper, activation):
     """Train and test loss per token (1/2 sum |y - f|^2 / (P L)), objective per token, and the
     order parameters of the mean attention over the test sequences."""
 
-    def loss(t):
-        f, _ = forward({**frozen, **params}, t, activation)
-        return 0.5 * jnp.mean(jnp.sum((algebra.targets(t, f.shape[-1]) - f) ** 2, -1))
-
-    _, A = forward({**frozen, **params}, test_tokens, activation)
+    full = {**frozen, **params}
+    f_test, A = forward(full, test_tokens, activation)  # one forward serves loss and attention
     pr = algebra.project(A)
     n_tok = tokens.shape[0] * tokens.shape[1]
     obj = neg_log_posterior(params, tokens, hyper, activation, frozen=frozen) / n_tok
     return {
-        "train_loss": loss(tokens),
-        "test_loss": loss(test_tokens),
+        "train_loss": loss_per_token(forward(full, tokens, activation)[0], tokens),
+        "test_loss": loss_per_token(f_test, test_tokens),
         "objective": obj,
         "c1": pr["c1"],
         "cG": pr["cG"],

@@ -91,6 +91,11 @@ def forward_per_token(params, tokens, activation: str):
     return jnp.einsum("pab,pbd->pad", A, h) @ W_O.T, A
 
 
+def loss_per_token(f, tokens):
+    """The loss per token 1/2 sum_i (y_i - f_i)^2, averaged over sequences and positions."""
+    return 0.5 * jnp.mean(jnp.sum((algebra.targets(tokens, f.shape[-1]) - f) ** 2, -1))
+
+
 def neg_log_posterior(params, tokens, hyper, activation: str, *, frozen=None, scale=1.0):
     """The chi-scaled negative log-posterior of THEORY.md Level 0, without constants.
 
