@@ -20,7 +20,9 @@ slow: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m pytest -q -m slow
 
 demo: $(STAMP)
-	MPLBACKEND=Agg $(PY) examples/demo.py --out out/demo
+	MPLBACKEND=Agg $(VENV)/bin/bayes-attn theory
+	MPLBACKEND=Agg $(VENV)/bin/bayes-attn figures --quick --out out/demo
+	@echo "make demo: the figures and their data are in out/demo/"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check bayes_attn tests examples benchmarks docs/scripts

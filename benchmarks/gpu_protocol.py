@@ -1,9 +1,17 @@
-"""The paper's protocol at the paper's width, d_model = 10,000, on one GPU.
+"""The paper's protocol at the paper's width, d_model = 10,000, on the GPUs of one host.
 
 The paper needed about 100 H100-hours; the goal here is 10 minutes on one H200. The table forward
 makes the cost per step V L d^2 (the (V L) x d embedding table times W_G) plus gathers, so the
 d = 10^4 run is ~125 x 10^8 multiply-adds per step and member. This script runs the protocol with the
 paper's 14 values of P and 10 members, prints the time per stage and writes the results.
+
+Scaling out: ``train_adam`` and the protocol's SGLD stage split the members over all local devices
+(``bayes_attn.inference.sharding``), so a host with several GPUs runs them in parallel. Before
+starting, the script prints :func:`~bayes_attn.inference.memory.estimate_bytes` for the largest P
+against the device's memory limit, and how many groups the members will be run in when they do
+not all fit at once (``--memory-limit`` or ``BAYES_ATTN_MEMORY_LIMIT`` override the limit the
+device reports). At d = 10^4 one member holds ~0.4 GB of W_G in float32 (0.8 GB in float64), times
+six for Adam's moments and the chunk's inputs and outputs.
 
 Run on a machine with a GPU (JAX with CUDA):
 ``python benchmarks/gpu_protocol.py [--d 10000] [--out out/protocol_gpu.nc]``. It falls back to the
@@ -12,6 +20,7 @@ CPU with a warning, where d = 10,000 would take days; use ``--d 256`` there.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import jax
@@ -19,13 +28,47 @@ import jax
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_protocol import main as protocol_main  # noqa: E402
 
+from bayes_attn.analysis.protocol import ProtocolConfig  # noqa: E402
+from bayes_attn.inference.memory import (  # noqa: E402
+    estimate_bytes,
+    format_bytes,
+    members_per_group,
+    memory_limit,
+)
+
+
+def memory_report(d_model: int, limit=None) -> None:
+    """Print the estimate for the largest P, the per-device limit and the member groups."""
+    cfg = ProtocolConfig.paper(d_model=d_model)
+    task, P = cfg.task(), max(cfg.Ps)
+    devices = jax.local_devices()
+    per_device = -(-cfg.members // len(devices))
+    est = estimate_bytes(task, d_model, P, per_device, num_test=cfg.num_test)
+    lim = memory_limit(devices, limit)
+    print(
+        f"memory: {cfg.members} members over {len(devices)} device(s), P = {P}: "
+        f"estimate {format_bytes(est)} per device, limit "
+        f"{format_bytes(lim) if lim is not None else 'unknown'}"
+    )
+    group = members_per_group(
+        task, d_model, P, cfg.members, limit=lim, n_devices=len(devices), num_test=cfg.num_test
+    )
+    groups = -(-cfg.members // group)
+    print(f"memory: the members run in {groups} group(s) of up to {group}")
+
+
 if __name__ == "__main__":
     backend = jax.default_backend()
-    print(f"JAX backend: {backend}, devices: {jax.devices()}")
+    print(f"JAX backend: {backend}, devices: {jax.local_devices()}")
     if backend == "cpu":
         print("warning: no GPU found; d_model = 10,000 on the CPU takes days", file=sys.stderr)
     argv = sys.argv[1:]
+    if "--memory-limit" in argv:
+        i = argv.index("--memory-limit")
+        os.environ["BAYES_ATTN_MEMORY_LIMIT"] = argv[i + 1]  # read by train_adam too
+        del argv[i : i + 2]
     if "--d" not in argv:
         argv = ["--d", "10000", *argv]
+    memory_report(int(argv[argv.index("--d") + 1]))
     # Level 1 does not depend on d; skip it here (the CPU run has it)
     protocol_main([*argv, "--no-level1"])

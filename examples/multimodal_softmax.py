@@ -4,8 +4,10 @@ At the paper preset the weak-copy (aG ~ 0.4) and strong-copy (aG ~ 3.8) phases c
 mass at P_cross = 1212.7 (chi = 30, log-determinant left out, as in the saddle-point theory). NUTS
 chains started in either phase stay there; tempered SMC crosses the barrier and weighs the phases.
 Figures: the posterior of aG from SMC with the exact density overlaid (``az.plot_posterior``), the
-per-chain traces of stuck NUTS chains beside the SMC draws, and the exact weight of the strong
-phase against P with the SMC fractions.
+per-chain traces of stuck NUTS chains beside the SMC draws, the exact weight of the strong
+phase against P with the SMC fractions, and the hysteresis loop: warm-started descent on the
+reduced action swept up and down in P (it jumps at the spinodals) beside warm-started Adam networks
+(d_model = 32, 2 members, 300 steps per P; about 30 min on two CPU cores, left out with --quick).
 
 Run: ``.venv/bin/python examples/multimodal_softmax.py --out out/multimodal [--quick]``.
 """
@@ -23,7 +25,14 @@ from numpyro.distributions import biject_to
 
 import bayes_attn as ba
 from bayes_attn import algebra
-from bayes_attn.analysis import diagnose, phase_occupancy, phase_weights, weight_crossing
+from bayes_attn.analysis import (
+    diagnose,
+    phase_occupancy,
+    phase_weights,
+    plots,
+    weight_crossing,
+)
+from bayes_attn.analysis.hysteresis import hysteresis_sweep, jump_points, theory_sweep
 from bayes_attn.inference import run_nuts, run_smc
 from bayes_attn.models import order_param_model
 from bayes_attn.models.order_params import softmax_support
@@ -49,7 +58,8 @@ def main():
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     particles, draws = (500, 200) if args.quick else (4000, 1000)
 
-    P = weight_crossing(task, hyper).P_cross
+    crossing = weight_crossing(task, hyper)
+    P = crossing.P_cross
     pw = phase_weights(task, hyper, [P])
     aG_w, aG_s = float(pw.aG_weak[0]), float(pw.aG_strong[0])
     print(f"equal phase weights at P = {P:.2f}: weak aG = {aG_w:.3f}, strong aG = {aG_s:.3f}")
@@ -118,7 +128,36 @@ def main():
     fig.tight_layout()
     fig.savefig(out / "phase_weights.png", dpi=110)
     plt.close(fig)
-    print(f"Wrote {out}/posterior_aG.png, traces.png, phase_weights.png")
+
+    # 4. hysteresis: the Level-2 loop (jumps at the spinodals) and warm-started Adam networks
+    loop = theory_sweep(task, hyper, np.geomspace(900.0, 1600.0, 57))
+    jp = jump_points(loop)
+    lo, hi = crossing.spinodals
+    print(
+        f"Level-2 loop: up-jump at P = {jp['up']:.1f}, down-jump at {jp['down']:.1f} "
+        f"(spinodals {lo:.1f}, {hi:.1f}; equal action {crossing.first_order:.1f})"
+    )
+    if args.quick:
+        fig = plots.hysteresis_loop(loop, crossing, jumps=jp)
+    else:
+        net = hysteresis_sweep(
+            task,
+            hyper,
+            [800, 1000, 1100, 1200, 1300, 1500, 2000, 3000],
+            "softmax",
+            32,
+            members=2,
+            lr=1e-2,
+            max_steps=300,
+            patience=10**6,
+        )
+        net.to_netcdf(out / "hysteresis_network.nc")
+        jn = jump_points(net)
+        print(f"network loop: up-jump at P = {jn['up']:.1f}, down-jump at {jn['down']:.1f}")
+        fig = plots.hysteresis_loop(net, crossing, theory=loop, jumps=jn)
+    fig.savefig(out / "hysteresis_loop.png", dpi=110)
+    plt.close(fig)
+    print(f"Wrote {out}/posterior_aG.png, traces.png, phase_weights.png, hysteresis_loop.png")
 
 
 if __name__ == "__main__":

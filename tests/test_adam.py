@@ -8,11 +8,13 @@ crossover at P = 34 (Level 2): at P = 200 the saddle is (c1, cG) = (0.095, 1.87)
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from numpyro.infer.util import log_density
 
 import bayes_attn as ba
 from bayes_attn.inference import classify_minima, ensemble_summary, train_adam
+from bayes_attn.inference.adam import adam_optimizer, lr_schedule
 from bayes_attn.models import init_params, neg_log_posterior, network_model
 
 TASK = ba.CopyTask(L=6, V=3)
@@ -88,3 +90,37 @@ def test_bad_input_names_the_parameter():
         train_adam(TASK, HYPER, "relu", 4, 2)
     with pytest.raises(ValueError, match="tokens"):
         train_adam(TASK, HYPER, "linear", 4, 2, members=1, tokens=jnp.zeros((1, 3, 6), int))
+
+
+def test_lr_schedules_warm_up_then_decay_to_the_end_fraction():
+    """Default: a constant float (the optimiser as before); cosine and exponential decays ramp up
+    over the warm-up, then fall monotonically to end_fraction * lr and stay there."""
+    assert lr_schedule(1e-2) == 1e-2
+    assert float(lr_schedule(1e-2, 10, 1e-6)(100)) == pytest.approx(1e-2)
+    for decay in ("cosine", "exponential"):
+        s = lr_schedule(1e-2, 10, 1e-6, decay, 100, 1e-2)
+        assert float(s(0)) == pytest.approx(1e-6)
+        assert float(s(10)) == pytest.approx(1e-2)
+        vals = np.array([float(s(i)) for i in range(10, 111)])
+        assert np.all(np.diff(vals) <= 0)
+        assert float(s(110)) == pytest.approx(1e-4, rel=1e-4)
+        assert float(s(1000)) == pytest.approx(1e-4, rel=1e-4)
+    with pytest.raises(ValueError, match="decay"):
+        lr_schedule(1e-2, decay="linear")
+
+
+def test_default_optimizer_is_plain_adam():
+    """decay="constant" without warm-up leaves the optimiser as it was: the same updates as
+    optax.adam(lr), step for step; a cosine decay gives smaller updates once the lr has fallen."""
+    x = {"w": jnp.linspace(-1.0, 1.0, 5)}
+    ref, new = optax.adam(1e-2), adam_optimizer(1e-2, patience=10)
+    cos = adam_optimizer(1e-2, patience=10, decay="cosine", decay_steps=4)
+    s_ref, s_new, s_cos = ref.init(x), new.init(x), cos.init(x)
+    for _ in range(6):
+        g = jax.tree.map(lambda w: w**3 + 0.1, x)
+        u_ref, s_ref = ref.update(g, s_ref, x)
+        u_new, s_new = new.update(g, s_new, x, value=1.0)
+        u_cos, s_cos = cos.update(g, s_cos, x, value=1.0)
+        np.testing.assert_array_equal(u_new["w"], u_ref["w"])
+        x = optax.apply_updates(x, u_ref)
+    assert float(jnp.max(jnp.abs(u_cos["w"]))) < 0.02 * float(jnp.max(jnp.abs(u_ref["w"])))

@@ -56,5 +56,6 @@ def test_multimodal_softmax_example(tmp_path):
     out = tmp_path / "mm"
     res = _run_quick("multimodal_softmax.py", out)
     assert "not mixing" in res.stdout  # NUTS started in both phases is flagged, not hidden
-    for name in ("posterior_aG.png", "traces.png", "phase_weights.png"):
+    assert "Level-2 loop: up-jump" in res.stdout
+    for name in ("posterior_aG.png", "traces.png", "phase_weights.png", "hysteresis_loop.png"):
         assert (out / name).stat().st_size > 1000, name

@@ -22,7 +22,8 @@ def test_quick_protocol_end_to_end(tmp_path, activations, Ps, level1):
     cfg = ProtocolConfig.quick(activations=activations, Ps=Ps, level1=level1, **TINY)
     hyper = ba.Hyper.paper().replace(sigma2=5.0)
     ds, seconds = run_protocol(cfg, hyper, progress=False)
-    assert dict(ds.sizes) == {"activation": len(activations), "P": len(Ps), "member": 2}
+    sizes = {"activation": len(activations), "P": len(Ps), "member": 2, "query": 6, "key": 6}
+    assert dict(ds.sizes) == sizes
     names = ["adam_c1", "adam_cG", "sgld_c1", "sgld_cG", "theory_c1", "theory_cG"]
     for v in names + (["level1_c1", "level1_cG"] if level1 else []):
         assert np.all(np.isfinite(ds[v].values)), v

@@ -1,19 +1,25 @@
-"""Analysis: diagnostics, the mode census, the paper protocol, hysteresis and figures."""
+"""Analysis: diagnostics, the mode census, the paper protocol, hysteresis, precursors and figures."""
 
 from bayes_attn.analysis import plots
 from bayes_attn.analysis.diagnostics import Diagnosis, diagnose
+from bayes_attn.analysis.hysteresis import hysteresis_sweep, jump_points, theory_sweep
 from bayes_attn.analysis.modes import WeightCrossing, modes, phase_weights, weight_crossing
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_boundary, phase_occupancy
+from bayes_attn.analysis.precursors import precursors
 
 __all__ = [
     "Diagnosis",
     "PhaseOccupancy",
     "WeightCrossing",
     "diagnose",
+    "hysteresis_sweep",
+    "jump_points",
     "modes",
     "phase_boundary",
     "phase_occupancy",
     "phase_weights",
     "plots",
+    "precursors",
+    "theory_sweep",
     "weight_crossing",
 ]

@@ -16,6 +16,203 @@ def _vline(ax, x, **kw):
         ax.axvline(x, **kw)
 
 
+def _order_names(activation: str) -> tuple[str, str]:
+    return ("c1", "cG") if activation == "linear" else ("a1", "aG")
+
+
+_LATEX = {"c1": r"$\hat c_1$", "cG": r"$\hat c_G$", "a1": r"$\hat a_1$", "aG": r"$\hat a_G$"}
+
+
+def attention_and_loss(protocol, theory_attention, curves, Ps=(20, 100, 300, 800)):
+    """Paper Fig. 1: attention patterns (trained above theory) and the loss per token against P.
+
+    Parameters
+    ----------
+    protocol : xarray.Dataset
+        A protocol sweep at one (L, V, seed): ``adam_A_bar`` (activation, P, member, query, key) and
+        ``adam_train_loss`` (activation, P, member).
+    theory_attention : xarray.DataArray
+        The theory's mean attention at the saddle, dims (activation, P, query, key).
+    curves : dict
+        activation -> theory Dataset along a fine P grid with ``loss`` (``phase_diagram`` at one L).
+    Ps : the training-set sizes whose patterns are shown.
+
+    Each trained/theory pair of patterns shares one colour scale.
+    """
+    acts = list(protocol.activation.values)
+    Ps = [P for P in Ps if P in protocol.P.values]
+    fig = plt.figure(figsize=(3.0 * len(Ps) + 5.5, 2.3 * 2 * len(acts)), constrained_layout=True)
+    grid = fig.add_gridspec(2 * len(acts), len(Ps) + 2)
+    for r, act in enumerate(acts):
+        rows = (
+            ("trained", protocol.adam_A_bar.sel(activation=act).mean("member")),
+            ("theory", theory_attention.sel(activation=act)),
+        )
+        for c, P in enumerate(Ps):
+            pair = [A.sel(P=P).values for _, A in rows]
+            pair = [a[np.isfinite(a).all(1)][:, np.isfinite(a).all(0)] for a in pair]
+            lo = min(0.0, *(float(a.min()) for a in pair))  # linear attention can be negative
+            hi = max(1e-12, *(float(a.max()) for a in pair))
+            for k, (what, _) in enumerate(rows):
+                ax = fig.add_subplot(grid[2 * r + k, c])
+                ax.imshow(pair[k], cmap="magma", vmin=lo, vmax=hi)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                if k == 0:
+                    ax.set_title(f"P = {P}", fontsize=9)
+                if c == 0:
+                    ax.set_ylabel(f"{act}\n{what}", fontsize=9)
+    ax = fig.add_subplot(grid[:, len(Ps) :])
+    for n, act in enumerate(acts):
+        color = f"C{3 * n}"
+        curve = curves[act]
+        ax.plot(curve.P, curve.loss, color=color, ls="--", label=f"{act}, theory")
+        loss = protocol.adam_train_loss.sel(activation=act)
+        ax.errorbar(
+            loss.P,
+            loss.mean("member"),
+            loss.std("member"),
+            fmt="o",
+            color=color,
+            ms=4,
+            label=f"{act}, Adam ensemble",
+        )
+    ax.set(xscale="log", xlabel="P (training sequences)", ylabel="train loss per token")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def order_parameter_transition(protocol, curve, diagram_L, diagram_V, activation, boundaries=None):
+    """Paper Figs. 3 (linear) and 4 (softmax): order parameters against P, networks and theory,
+    and the phase diagrams of the loss per token over (P, L) and (P, V).
+
+    Parameters
+    ----------
+    protocol : xarray.Dataset
+        A protocol sweep at one (L, V, seed): ``adam_c1``, ``adam_cG``, ``sgld_c1``, ``sgld_cG``
+        (activation, P, member); for softmax read them as (a1, aG).
+    curve : xarray.Dataset
+        The theory along a fine P grid (``phase_diagram`` at one L).
+    diagram_L, diagram_V : xarray.Dataset
+        ``phase_diagram`` over (L, P) and (V, P) with boundaries.
+    boundaries : PhaseBoundaries, optional
+        Marked on the order-parameter panel.
+    """
+    names = _order_names(activation)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.0), constrained_layout=True)
+    ax = axes[0]
+    net = protocol.sel(activation=activation)
+    for k, (q, stored) in enumerate(zip(names, ("c1", "cG"), strict=True)):
+        color = f"C{k}"
+        ax.plot(curve.P, curve[q], color=color, ls="--", label=f"{_LATEX[q]} theory")
+        for stage, marker in (("adam", "o"), ("sgld", "D")):
+            v = net[f"{stage}_{stored}"]
+            ax.errorbar(
+                v.P,
+                v.mean("member"),
+                v.std("member"),
+                fmt=marker,
+                mfc="none" if stage == "sgld" else color,
+                color=color,
+                ms=5,
+                label=f"{_LATEX[q]} {'Adam' if stage == 'adam' else 'SGLD'}",
+            )
+    if boundaries is not None:
+        if activation == "linear":
+            _vline(ax, boundaries.second_order, color="k", lw=0.8, label="2nd-order P*")
+            _vline(ax, boundaries.crossover, color="k", ls="--", lw=0.8, label="crossover")
+        else:
+            _vline(ax, boundaries.first_order, color="C3", lw=0.8, label="1st-order P*")
+    ax.set(xscale="log", xlabel="P (training sequences)", title=f"{activation} attention")
+    ax.legend(fontsize=7, ncol=2)
+    lines = (
+        (("second_order", "k", "-"), ("crossover", "w", "--"))
+        if activation == "linear"
+        else (("first_order", "w", "-"), ("spinodal_lower", "w", ":"), ("spinodal_upper", "w", ":"))
+    )
+    for ax, diag, axis in ((axes[1], diagram_L, "L"), (axes[2], diagram_V, "V")):
+        im = ax.pcolormesh(diag.P, diag[axis], diag.loss, shading="auto", cmap="viridis")
+        fig.colorbar(im, ax=ax, label="theory loss per token")
+        for name, color, ls in lines:
+            if name in diag:
+                ax.plot(diag[name], diag[axis], color=color, ls=ls, lw=1.2, label=name)
+        ax.set(
+            xscale="log",
+            xlim=(float(diag.P.min()), float(diag.P.max())),
+            xlabel="P (training sequences)",
+            ylabel=axis,
+            title=f"{activation}: loss over (P, {axis})",
+        )
+        ax.legend(fontsize=7, loc="upper left", facecolor="0.6", framealpha=0.8)
+    return fig
+
+
+def posteriors_across(idatas, var_names=None, ref_vals=None):
+    """``az.plot_posterior`` of the order parameters at several P, one row per activation.
+
+    Parameters
+    ----------
+    idatas : dict
+        activation -> list of (label, InferenceData), in the order of the columns.
+    var_names : dict, optional
+        activation -> the variable to show (default: cG for linear, aG for softmax).
+    ref_vals : dict, optional
+        activation -> list of reference values (the theory's saddles), one per column.
+    """
+    import arviz as az
+
+    acts = list(idatas)
+    ncols = max(len(v) for v in idatas.values())
+    fig, axes = plt.subplots(
+        len(acts),
+        ncols,
+        figsize=(3.6 * ncols, 2.8 * len(acts)),
+        squeeze=False,
+        constrained_layout=True,
+    )
+    for r, act in enumerate(acts):
+        var = (var_names or {}).get(act, _order_names(act)[1])
+        for c, (label, idata) in enumerate(idatas[act]):
+            ref = None if ref_vals is None else ref_vals[act][c]
+            az.plot_posterior(
+                idata,
+                var_names=[var],
+                ax=axes[r, c],
+                ref_val=ref,
+                hdi_prob=0.94,
+                textsize=8,
+                round_to=3,
+            )
+            axes[r, c].set_title(f"{act}: {_LATEX[var]}, {label}", fontsize=9)
+        for c in range(len(idatas[act]), ncols):
+            axes[r, c].set_visible(False)
+    return fig
+
+
+def phase_weight_curve(weights, crossing=None, boundaries=None):
+    """The weight of the strong-copy softmax phase against P: exact quadrature and Laplace.
+
+    ``weights`` is :func:`bayes_attn.analysis.phase_weights` output; ``crossing`` a
+    :class:`~bayes_attn.analysis.WeightCrossing`; the first-order P* and spinodals come from
+    ``boundaries``.
+    """
+    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
+    ax.plot(weights.P, weights.strong_weight, color="C3", label="exact (quadrature)")
+    ax.plot(weights.P, weights.strong_weight_laplace, color="k", ls=":", label="Laplace")
+    if crossing is not None:
+        _vline(ax, crossing.P_cross, color="C3", ls="--", lw=0.8, label="equal weights")
+    if boundaries is not None:
+        _vline(ax, boundaries.first_order, color="C0", lw=0.8, label="equal action P*")
+    ax.set(
+        xlabel="P (training sequences)",
+        ylabel="weight of the strong-copy phase",
+        ylim=(-0.02, 1.02),
+        title=f"softmax phase weights at chi = {weights.attrs.get('chi', '?')}",
+    )
+    ax.legend(fontsize=8)
+    return fig
+
+
 def order_parameters(linear, softmax, boundaries=None):
     """Order parameters against P for both activations, with the phase boundaries marked.
 
@@ -81,4 +278,133 @@ def action_landscapes(panels, ncols: int = 3, cap: float = 4.0):
         ax.set_title(f"{title}, P = {da.attrs['P']:.0f}", fontsize=9)
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
+    return fig
+
+
+def hysteresis_loop(ds, boundaries, theory=None, jumps=None, label=None, ax=None):
+    """The order parameter against P for the up and the down sweep, with the transition marked.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A sweep over (direction, P, member) with ``qG`` (``analysis.hysteresis.hysteresis_sweep``).
+        Drawn as the member mean with a band of +- one standard deviation over members.
+    boundaries : PhaseBoundaries
+        Its ``spinodals`` (dotted) and ``first_order`` P* (solid) are marked (any object with
+        these two attributes, e.g. ``analysis.WeightCrossing``).
+    theory : xarray.Dataset, optional
+        The Level-2 loop in the same layout (``analysis.hysteresis.theory_sweep``): its up branch
+        is the weak-copy minimum followed to where it disappears, its down branch the strong one.
+    jumps : dict, optional
+        ``analysis.hysteresis.jump_points(ds)``; the up and down jumps are marked with triangles.
+    label : str, optional
+        Legend name of ``ds`` (default "network", or "Level 2" for a ``theory_sweep``).
+    ax : matplotlib Axes, optional
+    """
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
+    else:
+        fig = ax.figure
+    name = ds.attrs.get("order_parameter", "qG")
+    ylabel = {"aG": r"$\hat a_G$", "cG": r"$\hat c_G$"}.get(name, name)
+    if label is None:
+        label = "Level 2" if ds.attrs.get("level") == "order_parameters" else "network"
+    styles = {"up": ("C0", "o", "sweep up"), "down": ("C3", "s", "sweep down")}
+    for direction, (color, marker, text) in styles.items():
+        q = ds.qG.sel(direction=direction)
+        mean, sd = q.mean("member").values, q.std("member").values
+        ax.plot(ds.P, mean, marker=marker, ms=3, color=color, label=f"{label}, {text}")
+        ax.fill_between(ds.P, mean - sd, mean + sd, color=color, alpha=0.2, lw=0)
+    if theory is not None:
+        for direction, ls in (("up", "-"), ("down", "--")):
+            q = theory.qG.sel(direction=direction).isel(member=0)
+            ax.plot(theory.P, q, color="k", ls=ls, lw=0.9, label=f"Level 2, {direction}")
+    if jumps is not None:
+        top = float(ds.qG.max())
+        for direction, marker in (("up", "^"), ("down", "v")):
+            x = jumps.get(direction)
+            if x is not None and math.isfinite(x):
+                ax.plot([x], [top], marker=marker, color=styles[direction][0], ls="none")
+    _vline(ax, boundaries.first_order, color="C2", ls="-", lw=0.8, label="1st-order P*")
+    for k, s in enumerate(boundaries.spinodals):
+        _vline(ax, s, color="C2", ls=":", lw=0.9, label="spinodals" if k == 0 else None)
+    meta = ", ".join(f"{k} = {ds.attrs[k]}" for k in ("d_model", "L", "V") if k in ds.attrs)
+    ax.set(xlabel="P (training sequences)", ylabel=ylabel, title=f"hysteresis loop ({meta})")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def precursors(ds_linear, ds_softmax, boundaries, scaled: bool = True):
+    """Posterior variance of the order parameter against P: linear (c1) beside softmax (aG).
+
+    Parameters
+    ----------
+    ds_linear, ds_softmax : xarray.Dataset or list of them
+        ``analysis.precursors`` output, one per chi (e.g. chi = 30 and 3000). Drawn: the exact
+        (quadrature) variance, solid; Laplace, dashed (black, chi-free when ``scaled``); NUTS with
+        +- 2 MCSE, where present. For softmax the variance within the global phase is solid and
+        that of the whole (two-phase) posterior thin.
+    boundaries : PhaseBoundaries
+        ``second_order`` is marked on the left, ``first_order`` and ``spinodals`` on the right.
+    scaled : bool
+        Plot chi times the variance, so that a finite-curvature phase collapses onto the Laplace
+        curve and a second-order point shows as a chi-dependent peak.
+    """
+    lin = ds_linear if isinstance(ds_linear, list | tuple) else [ds_linear]
+    soft = ds_softmax if isinstance(ds_softmax, list | tuple) else [ds_softmax]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+    for ax, group, exact in ((axes[0], lin, "var_exact"), (axes[1], soft, "var_exact_global")):
+        for k, ds in enumerate(group):
+            chi = float(ds.attrs["chi"])
+            f = chi if scaled else 1.0
+            color = f"C{k}"
+            ax.plot(ds.P, f * ds[exact], color=color, label=f"exact, chi = {chi:g}")
+            if "var_exact_global" in ds and exact == "var_exact_global":
+                ax.plot(ds.P, f * ds.var_exact, color=color, lw=0.6, alpha=0.7)
+            lap = np.where(np.isfinite(ds.var_laplace), ds.var_laplace, np.nan)
+            if k == 0 or not scaled:
+                ax.plot(
+                    ds.P, f * lap, "k--", lw=0.9, label="Laplace (chi H)^-1" if k == 0 else None
+                )
+            if "var_nuts" in ds:
+                ok = np.isfinite(ds.var_nuts.values)
+                ax.errorbar(
+                    ds.P.values[ok],
+                    f * ds.var_nuts.values[ok],
+                    2 * f * ds.mcse_nuts.values[ok],
+                    fmt="o",
+                    ms=3,
+                    color=color,
+                    label=f"NUTS +- 2 MCSE, chi = {chi:g}",
+                )
+    ylabel = "chi x posterior variance" if scaled else "posterior variance"
+    axes[0].set(
+        xscale="log",
+        yscale="log",
+        xlabel="P",
+        ylabel=f"{ylabel} of c1",
+        title="linear: fluctuations grow towards P* (2nd order)",
+    )
+    _vline(axes[0], boundaries.second_order, color="grey", lw=0.8, label="P*")
+    axes[1].set(
+        xscale="log",
+        yscale="log",
+        xlabel="P",
+        ylabel=f"{ylabel} of aG",
+        title="softmax: finite up to the jump (1st order)",
+    )
+    _vline(axes[1], boundaries.first_order, color="C3", lw=0.8, label="1st-order P*")
+    for k, s in enumerate(boundaries.spinodals):
+        _vline(axes[1], s, color="C3", ls=":", lw=0.8, label="spinodals" if k == 0 else None)
+    for ax, group, exact in ((axes[0], lin, "var_exact"), (axes[1], soft, "var_exact_global")):
+        # the y range of the exact curves: Laplace diverges at the linear P*, and the two-phase
+        # variance spikes at the softmax one; both are clipped
+        vals = np.concatenate(
+            [(float(d.attrs["chi"]) if scaled else 1.0) * d[exact].values for d in group]
+        )
+        vals = vals[np.isfinite(vals) & (vals > 0)]
+        if vals.size:
+            ax.set_ylim(vals.min() / 2, vals.max() * 5)
+    for ax in axes:
+        ax.legend(fontsize=7)
     return fig

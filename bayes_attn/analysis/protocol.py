@@ -30,8 +30,9 @@ from tqdm.auto import tqdm
 import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
-from bayes_attn.inference.adam import classify_minima, train_adam
+from bayes_attn.inference.adam import DECAYS, classify_minima, train_adam
 from bayes_attn.inference.sgld import SGLD
+from bayes_attn.inference.sharding import sharded_map
 from bayes_attn.models.network import forward, loss_per_token, network_model
 from bayes_attn.task import CopyTask, Hyper
 from bayes_attn.theory.level1 import level1_map
@@ -55,6 +56,11 @@ class ProtocolConfig:
     activations: tuple[str, ...] = ("linear", "softmax")
     # Adam
     lr: float = 1e-2
+    decay: str = "cosine"  # after the warm-up: "constant", "cosine" or "exponential" to
+    end_fraction: float = 1e-2  # ... end_fraction * lr at max_steps (docs/validation.md)
+    # Adam holds W_emb, p at their prior draw: the joint MAP with trained embeddings collapses
+    # them and has cG = 0, unlike the posterior the theory describes (docs/validation.md)
+    train_embeddings: bool = False
     max_steps: int = 300
     patience: int = 100
     min_delta: float = 0.0
@@ -82,6 +88,9 @@ class ProtocolConfig:
         for a in self.activations:
             check_activation(a)
         check_positive("lr", self.lr)
+        if self.decay not in DECAYS:
+            raise ValueError(f"decay must be one of {DECAYS}, got {self.decay!r}")
+        check_positive("end_fraction", self.end_fraction)
         if self.sgld_step is not None:
             check_positive("sgld_step", self.sgld_step)
 
@@ -125,7 +134,8 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
 
     The NumPyro kernel :class:`~bayes_attn.inference.SGLD` is driven directly, in one jitted program
     per (activation, P) that scans the steps and maps over the members (``MCMC`` would compile once
-    per member, since each member has its own dataset).
+    per member, since each member has its own dataset); with several local devices the members are
+    split over them (:func:`~bayes_attn.inference.sharding.sharded_map`).
     """
     P = tokens.shape[1]
     batch = cfg.batch_size if cfg.batch_size < P else None
@@ -150,7 +160,7 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
         return obs
 
     keys = jax.random.split(key, tokens.shape[0])
-    obs = jax.jit(lambda a: jax.lax.map(one_member, a))((keys, tokens, adam_params))
+    obs = jax.jit(lambda a: sharded_map(one_member, a))((keys, tokens, adam_params))
     c1, cG = np.asarray(obs["c1"]), np.asarray(obs["cG"])  # (member, draw)
     if activation == "linear":
         c1, cG = (np.asarray(x) for x in algebra.fold_sign(c1, cG))
@@ -171,107 +181,133 @@ def _observables(params, tokens, test, activation):
     return {"c1": pr["c1"], "cG": pr["cG"], "train_loss": loss}
 
 
+def _held_out(cfg: ProtocolConfig, task):
+    """The held-out sequences shared by every member and every P."""
+    return task.sample(jax.random.fold_in(jax.random.key(cfg.seed), 2**31 - 1), cfg.num_test)
+
+
+def protocol_point(cfg: ProtocolConfig, hyper: Hyper, i: int, j: int, *, progress: bool = False):
+    """One (activation, P) point of the protocol: ``cfg.activations[i]`` at ``cfg.Ps[j]``.
+
+    Returns ``(values, seconds)``: ``values`` maps names to per-member arrays (``adam_*``,
+    ``sgld_*``, ``global_min``, ``adam_steps``, ``adam_drift``; ``adam_A_bar`` (member, L, L), the
+    final mean attention, Z2-folded for linear) or scalars (``theory_*``, ``level1_*``). The random
+    keys depend on (seed, i, j) only, so a point gives the same numbers inside any loop or sweep.
+    """
+    task = cfg.task()
+    act, P = cfg.activations[i], cfg.Ps[j]
+    soft = act == "softmax"
+    seconds = {}
+    key = jax.random.key(cfg.seed)
+    test = _held_out(cfg, task)
+    k_data, k_sgld = jax.random.split(jax.random.fold_in(key, 1000 * i + j))
+    tokens = jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, cfg.members))
+    t0 = time.perf_counter()
+    warm = int(cfg.warmup_fraction * cfg.max_steps) if soft else 0
+    ds = train_adam(
+        task,
+        hyper,
+        act,
+        cfg.d_model,
+        P,
+        members=cfg.members,
+        seed=cfg.seed + j,
+        tokens=tokens,
+        test_tokens=test,
+        lr=cfg.lr,
+        warmup_steps=warm,
+        warmup_init=cfg.lr * cfg.warmup_init,
+        decay=cfg.decay,
+        end_fraction=cfg.end_fraction,
+        train_embeddings=cfg.train_embeddings,
+        max_steps=cfg.max_steps,
+        patience=cfg.patience,
+        min_delta=cfg.min_delta,
+        chunk=cfg.chunk,
+        return_params=True,
+        progress_bar=progress,
+    )
+    sd = global_saddle(task, hyper, P, act)
+    ds = classify_minima(ds, theory_loss=sd.loss, rtol=cfg.rtol)
+    seconds["adam"] = time.perf_counter() - t0
+    final = ds.isel(step=-1)
+    q1, qG = (final.c1, final.cG) if not soft else (final.a1, final.aG)
+    q1, qG = np.asarray(q1), np.asarray(qG)
+    A_bar = np.asarray(final.A_bar)
+    if not soft:
+        A_bar = A_bar * np.where(q1 + qG < 0, -1.0, 1.0)[:, None, None]
+        q1, qG = algebra.fold_sign(q1, qG)
+    out = {
+        "adam_c1": q1,
+        "adam_cG": qG,
+        "adam_train_loss": np.asarray(final.train_loss),
+        "adam_test_loss": np.asarray(final.test_loss),
+        "adam_token_residual": np.asarray(final.token_residual),
+        "adam_A_bar": A_bar,
+        "global_min": np.asarray(ds.global_min),
+    }
+    obj = ds.objective.values  # convergence: relative change over the last chunk
+    drift = np.full(cfg.members, np.nan)
+    if obj.shape[1] > 1:
+        drift = (obj[:, -2] - obj[:, -1]) / np.abs(obj[:, -1])
+    out["adam_drift"] = drift
+    stopped = np.asarray(ds.stopped_at)
+    out["adam_steps"] = np.where(stopped >= 0, stopped, int(ds.step[-1]))
+
+    t0 = time.perf_counter()
+    params = {n: jnp.asarray(ds[n].values) for n in ("W_emb", "p", "W_G", "W_O")}
+    sg = _sgld_stage(cfg, task, hyper, act, tokens, test, params, k_sgld)
+    out.update({f"sgld_{k}": v for k, v in sg.items()})
+    seconds["sgld"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    out["theory_c1"] = sd.c1 if not soft else sd.a1
+    out["theory_cG"] = sd.cG if not soft else sd.aG
+    out["theory_loss"] = sd.loss
+    for k in ("level1_c1", "level1_cG", "level1_residual"):
+        out[k] = np.nan
+    if cfg.level1:
+        m1 = level1_map(task, hyper, tokens[0], act)
+        c1, cG = (m1.c1, m1.cG) if soft else algebra.fold_sign(m1.c1, m1.cG)
+        out["level1_c1"], out["level1_cG"] = c1, cG
+        out["level1_residual"] = m1.token_residual
+    seconds["theory"] = time.perf_counter() - t0
+    return out, seconds
+
+
 def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: bool = True):
     """Run the protocol; returns ``(dataset, seconds)`` with the time per stage.
 
-    Dataset dims (activation, P, member) for the networks (``adam_*``, ``sgld_*``, ``global_min``)
-    and (activation, P) for the theory (``theory_*`` at Level 2, ``level1_*`` on member 0's data).
+    Dataset dims (activation, P, member) for the networks (``adam_*``, ``sgld_*``, ``global_min``;
+    ``adam_A_bar`` also has (query, key)) and (activation, P) for the theory (``theory_*`` at
+    Level 2, ``level1_*`` on member 0's data). For resumable runs saved point by point, use a
+    ``protocol`` sweep (:mod:`bayes_attn.analysis.sweep`), which calls the same
+    :func:`protocol_point`.
     """
     hyper = hyper or Hyper.paper()
-    task = cfg.task()
     seconds = {"adam": 0.0, "sgld": 0.0, "theory": 0.0}
-    shape = (len(cfg.activations), len(cfg.Ps), cfg.members)
-    net = {
-        f"{stage}_{v}": np.full(shape, np.nan)
-        for stage in ("adam", "sgld")
-        for v in ("c1", "cG", "train_loss")
-    }
-    net.update(
-        adam_test_loss=np.full(shape, np.nan),
-        adam_token_residual=np.full(shape, np.nan),
-        sgld_c1_sd=np.full(shape, np.nan),
-        sgld_cG_sd=np.full(shape, np.nan),
-        global_min=np.zeros(shape, bool),
-        adam_steps=np.zeros(shape, int),
-        adam_drift=np.full(shape, np.nan),
-    )
-    theo = {k: np.full(shape[:2], np.nan) for k in ("theory_c1", "theory_cG", "theory_loss")}
-    theo.update(
-        {k: np.full(shape[:2], np.nan) for k in ("level1_c1", "level1_cG", "level1_residual")}
-    )
-    key = jax.random.key(cfg.seed)
-    test = task.sample(jax.random.fold_in(key, 2**31 - 1), cfg.num_test)  # shared held-out set
-    bar = tqdm(total=shape[0] * shape[1], disable=not progress, desc="protocol")
+    n_act, n_P = len(cfg.activations), len(cfg.Ps)
+    values = {}
+    bar = tqdm(total=n_act * n_P, disable=not progress, desc="protocol")
     for i, act in enumerate(cfg.activations):
         for j, P in enumerate(cfg.Ps):
             bar.set_postfix(activation=act, P=P)
-            k_data, k_sgld = jax.random.split(jax.random.fold_in(key, 1000 * i + j))
-            tokens = jax.vmap(lambda k, P=P: task.sample(k, P))(
-                jax.random.split(k_data, cfg.members)
-            )
-            t0 = time.perf_counter()
-            soft = act == "softmax"
-            warm = int(cfg.warmup_fraction * cfg.max_steps) if soft else 0
-            ds = train_adam(
-                task,
-                hyper,
-                act,
-                cfg.d_model,
-                P,
-                members=cfg.members,
-                seed=cfg.seed + j,
-                tokens=tokens,
-                test_tokens=test,
-                lr=cfg.lr,
-                warmup_steps=warm,
-                warmup_init=cfg.lr * cfg.warmup_init,
-                max_steps=cfg.max_steps,
-                patience=cfg.patience,
-                min_delta=cfg.min_delta,
-                chunk=cfg.chunk,
-                return_params=True,
-                progress_bar=progress,
-            )
-            sd = global_saddle(task, hyper, P, act)
-            ds = classify_minima(ds, theory_loss=sd.loss, rtol=cfg.rtol)
-            seconds["adam"] += time.perf_counter() - t0
-            final = ds.isel(step=-1)
-            q1, qG = (final.c1, final.cG) if not soft else (final.a1, final.aG)
-            q1, qG = np.asarray(q1), np.asarray(qG)
-            if not soft:
-                q1, qG = algebra.fold_sign(q1, qG)
-            net["adam_c1"][i, j], net["adam_cG"][i, j] = q1, qG
-            net["adam_train_loss"][i, j] = final.train_loss
-            net["adam_test_loss"][i, j] = final.test_loss
-            net["adam_token_residual"][i, j] = final.token_residual
-            net["global_min"][i, j] = ds.global_min
-            obj = ds.objective.values  # convergence: relative change over the last chunk
-            if obj.shape[1] > 1:
-                net["adam_drift"][i, j] = (obj[:, -2] - obj[:, -1]) / np.abs(obj[:, -1])
-            stopped = np.asarray(ds.stopped_at)
-            net["adam_steps"][i, j] = np.where(stopped >= 0, stopped, int(ds.step[-1]))
-
-            t0 = time.perf_counter()
-            params = {n: jnp.asarray(ds[n].values) for n in ("W_emb", "p", "W_G", "W_O")}
-            sg = _sgld_stage(cfg, task, hyper, act, tokens, test, params, k_sgld)
-            for k, v in sg.items():
-                net[f"sgld_{k}"][i, j] = v
-            seconds["sgld"] += time.perf_counter() - t0
-
-            t0 = time.perf_counter()
-            theo["theory_c1"][i, j] = sd.c1 if not soft else sd.a1
-            theo["theory_cG"][i, j] = sd.cG if not soft else sd.aG
-            theo["theory_loss"][i, j] = sd.loss
-            if cfg.level1:
-                m1 = level1_map(task, hyper, tokens[0], act)
-                c1, cG = (m1.c1, m1.cG) if soft else algebra.fold_sign(m1.c1, m1.cG)
-                theo["level1_c1"][i, j], theo["level1_cG"][i, j] = c1, cG
-                theo["level1_residual"][i, j] = m1.token_residual
-            seconds["theory"] += time.perf_counter() - t0
+            out, sec = protocol_point(cfg, hyper, i, j, progress=progress)
+            for k, v in out.items():
+                v = np.asarray(v)
+                if k not in values:
+                    fill = False if v.dtype == bool else (0 if v.dtype.kind == "i" else np.nan)
+                    values[k] = np.full((n_act, n_P) + v.shape, fill, dtype=v.dtype)
+                values[k][i, j] = v
+            for k, s in sec.items():
+                seconds[k] += s
             bar.update()
     bar.close()
-    dims3, dims2 = ("activation", "P", "member"), ("activation", "P")
-    data = {k: (dims3, v) for k, v in net.items()} | {k: (dims2, v) for k, v in theo.items()}
+    dims = {0: ("activation", "P"), 1: ("activation", "P", "member")}
+    data = {
+        k: (dims.get(v.ndim - 2, ("activation", "P", "member", "query", "key")), v)
+        for k, v in values.items()
+    }
     coords = {
         "activation": list(cfg.activations),
         "P": list(cfg.Ps),

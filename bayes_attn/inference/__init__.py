@@ -1,13 +1,16 @@
 """Samplers over the package's NumPyro models, returning ArviZ InferenceData."""
 
+from bayes_attn.distributed import initialize_distributed, merge_netcdf, process_share
 from bayes_attn.inference.adam import (
     classify_minima,
     early_stopping,
     ensemble_summary,
     train_adam,
 )
+from bayes_attn.inference.memory import estimate_bytes, members_per_group, memory_limit
 from bayes_attn.inference.nuts import run_nuts, to_inference_data
 from bayes_attn.inference.sgld import SGLD, polynomial_decay, run_sgld
+from bayes_attn.inference.sharding import member_mesh, sharded_map
 from bayes_attn.inference.smc import run_smc, split_log_density
 
 __all__ = [
@@ -15,10 +18,18 @@ __all__ = [
     "classify_minima",
     "early_stopping",
     "ensemble_summary",
+    "estimate_bytes",
+    "initialize_distributed",
+    "member_mesh",
+    "members_per_group",
+    "memory_limit",
+    "merge_netcdf",
     "polynomial_decay",
+    "process_share",
     "run_nuts",
     "run_sgld",
     "run_smc",
+    "sharded_map",
     "split_log_density",
     "to_inference_data",
     "train_adam",

@@ -24,6 +24,15 @@ from tqdm.auto import tqdm
 import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive, check_tokens
+from bayes_attn.inference.memory import members_per_group
+from bayes_attn.inference.memory import memory_limit as device_memory_limit
+from bayes_attn.inference.sharding import (
+    member_mesh,
+    pad_leading,
+    shard_leading,
+    sharded_map,
+    unpad_leading,
+)
 from bayes_attn.models.network import forward, init_params, loss_per_token, neg_log_posterior
 
 # --------------------------------------------------------------------------------------------------
@@ -42,9 +51,17 @@ def early_stopping(patience: int, min_delta: float = 0.0) -> optax.GradientTrans
     ``patience`` steps. Chain it after the optimiser; pass the objective as ``value=``."""
 
     def init(params):
-        del params
+        # best in the parameters' float dtype, and strongly typed: a weak-typed inf turns strong
+        # after one update, and the changed input type would compile the training chunk twice
+        floats = [
+            w for w in jax.tree.leaves(params) if jnp.issubdtype(jnp.result_type(w), jnp.floating)
+        ]
+        dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)
         return EarlyStoppingState(
-            jnp.asarray(jnp.inf), jnp.asarray(0), jnp.asarray(0), jnp.asarray(-1)
+            jnp.asarray(jnp.inf, dtype=dtype),
+            jnp.asarray(0),
+            jnp.asarray(0),
+            jnp.asarray(-1),
         )
 
     def update(updates, state, params=None, *, value, **extra):
@@ -61,6 +78,45 @@ def early_stopping(patience: int, min_delta: float = 0.0) -> optax.GradientTrans
     return optax.GradientTransformationExtraArgs(init, update)
 
 
+DECAYS = ("constant", "cosine", "exponential")
+
+
+def lr_schedule(
+    lr: float,
+    warmup_steps: int = 0,
+    warmup_init: float = 0.0,
+    decay: str = "constant",
+    decay_steps: int = 0,
+    end_fraction: float = 1e-2,
+):
+    """The learning rate against the step: a linear warm-up from ``warmup_init`` to ``lr`` over
+    ``warmup_steps``, then ``decay``:
+
+    * ``"constant"``: ``lr`` for ever;
+    * ``"cosine"``: cosine decay from ``lr`` to ``end_fraction * lr`` over ``decay_steps``;
+    * ``"exponential"``: geometric decay from ``lr`` to ``end_fraction * lr`` over ``decay_steps``.
+
+    Both decays hold ``end_fraction * lr`` after ``warmup_steps + decay_steps``. Returns a float
+    (constant, no warm-up) or an optax schedule.
+    """
+    if decay not in DECAYS:
+        raise ValueError(f"decay must be one of {DECAYS}, got {decay!r}")
+    if decay == "constant":
+        if not warmup_steps:
+            return lr
+        return optax.warmup_constant_schedule(warmup_init, lr, warmup_steps)
+    decay_steps = check_int("decay_steps", decay_steps, 1)
+    check_positive("end_fraction", end_fraction)
+    end = lr * end_fraction
+    if decay == "cosine":
+        return optax.warmup_cosine_decay_schedule(
+            warmup_init, lr, warmup_steps, warmup_steps + decay_steps, end_value=end
+        )
+    return optax.warmup_exponential_decay_schedule(
+        warmup_init, lr, warmup_steps, decay_steps, end_fraction, end_value=end
+    )
+
+
 def adam_optimizer(
     lr: float,
     warmup_steps: int = 0,
@@ -68,10 +124,13 @@ def adam_optimizer(
     *,
     patience: int,
     min_delta: float = 0.0,
+    decay: str = "constant",
+    decay_steps: int = 0,
+    end_fraction: float = 1e-2,
 ) -> optax.GradientTransformationExtraArgs:
-    """Adam with a linear warm-up from ``warmup_init`` to ``lr`` over ``warmup_steps``, then
-    :func:`early_stopping`."""
-    schedule = optax.warmup_constant_schedule(warmup_init, lr, warmup_steps) if warmup_steps else lr
+    """Adam on the schedule of :func:`lr_schedule` (by default a linear warm-up from
+    ``warmup_init`` to ``lr`` over ``warmup_steps``, then constant), then :func:`early_stopping`."""
+    schedule = lr_schedule(lr, warmup_steps, warmup_init, decay, decay_steps, end_fraction)
     return optax.chain(optax.adam(schedule), early_stopping(patience, min_delta))
 
 
@@ -110,6 +169,39 @@ def _param_dims(name: str) -> tuple[str, ...]:
     }[name]
 
 
+def _chunk_program(opt, hyper, activation: str, P: int, L: int, batch_size, mesh):
+    """The jitted chunk: ``run_chunk(params, opt_state, keys, tokens, frozen, test_tokens)`` runs
+    ``keys.shape[1]`` steps of every member (leading axis of all but ``test_tokens``) and returns
+    the new params, optimiser state and the observables."""
+    n_tok = P * L
+    scale = P / batch_size if batch_size else 1.0
+
+    def one_step(carry, key, data, fixed):
+        params, opt_state = carry
+        batch = (
+            data if batch_size is None else data[jax.random.choice(key, P, (batch_size,), False)]
+        )
+        value, grads = jax.value_and_grad(neg_log_posterior)(
+            params, batch, hyper, activation, frozen=fixed, scale=scale
+        )
+        updates, opt_state = opt.update(grads, opt_state, params, value=value / n_tok)
+        return (optax.apply_updates(params, updates), opt_state), None
+
+    def member(args, test_tokens):
+        p, s, ks, data, fixed = args
+        (p, s), _ = jax.lax.scan(lambda c, k: one_step(c, k, data, fixed), (p, s), ks)
+        return p, s, _observables(p, fixed, data, test_tokens, hyper, activation)
+
+    @jax.jit
+    def run_chunk(params, opt_state, keys, tokens, frozen, test_tokens):
+        # members run one after another on each device: a vmapped gather with per-member indices
+        # is ~3x slower on the CPU than the same gathers in sequence
+        xs = (params, opt_state, keys, tokens, frozen)
+        return sharded_map(member, xs, test_tokens, mesh=mesh)
+
+    return run_chunk
+
+
 # --------------------------------------------------------------------------------------------------
 # The trainer
 
@@ -129,6 +221,9 @@ def train_adam(
     lr: float = 1e-3,
     warmup_steps: int = 0,
     warmup_init: float = 0.0,
+    decay: str = "constant",
+    decay_steps: int | None = None,
+    end_fraction: float = 1e-2,
     max_steps: int = 5000,
     patience: int = 200,
     min_delta: float = 0.0,
@@ -139,6 +234,8 @@ def train_adam(
     init=None,
     return_params: bool = False,
     progress_bar: bool = True,
+    devices=None,
+    memory_limit: int | str | None = None,
 ) -> xr.Dataset:
     """Train an ensemble of ``members`` networks to the MAP with Adam, one dataset per member.
 
@@ -152,6 +249,9 @@ def train_adam(
         The members' datasets; by default drawn from ``seed``. ``test_tokens`` (num_test, L) is one
         held-out set shared by all members.
     lr, warmup_steps, warmup_init : Adam's learning rate and its linear warm-up.
+    decay, decay_steps, end_fraction : the learning rate after the warm-up (:func:`lr_schedule`):
+        ``"constant"`` (default), or a ``"cosine"`` or ``"exponential"`` decay to
+        ``end_fraction * lr`` over ``decay_steps`` (default: the steps left after the warm-up).
     max_steps, patience, min_delta : early stopping on the objective per token (``max_steps`` is
         rounded up to a whole number of chunks).
     batch_size : int, optional
@@ -162,6 +262,15 @@ def train_adam(
         Starting parameters with a leading member axis (default: a prior draw per member).
     return_params : bool
         Also store the final parameters (dims ``member`` plus the weight's own).
+    devices : sequence of jax.Device, optional
+        The member axis is split over these (default: all local devices); each runs its members
+        one after another (:func:`bayes_attn.inference.sharding.sharded_map`). Results match a
+        one-device run to float rounding.
+    memory_limit : int or str, optional
+        Bytes per device (``"2GB"`` works too); default ``BAYES_ATTN_MEMORY_LIMIT`` or 90 % of the
+        device's ``bytes_limit`` (none on the CPU). When the ensemble's
+        :func:`~bayes_attn.inference.memory.estimate_bytes` exceeds it, the members run in groups,
+        one group after another, with the same results; ``MemoryError`` if one member does not fit.
 
     Returns
     -------
@@ -181,6 +290,19 @@ def train_adam(
     check_positive("lr", lr)
     if batch_size is not None:
         batch_size = min(check_int("batch_size", batch_size, 1), P)
+    # members per group, before anything is allocated: MemoryError if one member does not fit
+    mesh = member_mesh(devices)
+    group = members_per_group(
+        task,
+        d_model,
+        P,
+        members,
+        limit=device_memory_limit(list(mesh.devices.flat), memory_limit),
+        n_devices=mesh.size,
+        factorized=factorized,
+        batch_size=batch_size,
+        num_test=num_test if test_tokens is None else max(len(test_tokens), 1),
+    )
     k_data, k_test, k_init, k_run = jax.random.split(jax.random.key(seed), 4)
     if tokens is None:
         tokens = jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, members))
@@ -193,56 +315,73 @@ def train_adam(
     test_tokens = jnp.asarray(check_tokens(test_tokens, task.L, task.V))
     tokens = jnp.asarray(tokens)
 
-    if init is None:
-        keys = jax.random.split(k_init, members)
-        init = jax.vmap(lambda k: init_params(k, task, hyper, d_model, factorized))(keys)
-    frozen = {}
-    if not train_embeddings:
-        frozen = {n: init[n] for n in ("W_emb", "p")}
-    params = {n: w for n, w in init.items() if n not in frozen}
+    if decay_steps is None:
+        decay_steps = max(max_steps - warmup_steps, 1)
+    opt = adam_optimizer(
+        lr,
+        warmup_steps,
+        warmup_init,
+        patience=patience,
+        min_delta=min_delta,
+        decay=decay,
+        decay_steps=decay_steps,
+        end_fraction=end_fraction,
+    )
+    groups = [slice(a, min(a + group, members)) for a in range(0, members, group)]
+    run_chunk = _chunk_program(opt, hyper, activation, P, task.L, batch_size, mesh)
+    init_keys = jax.random.split(k_init, members)
 
-    opt = adam_optimizer(lr, warmup_steps, warmup_init, patience=patience, min_delta=min_delta)
-    opt_state = jax.vmap(opt.init)(params)
-    n_tok = P * task.L
-    scale = P / batch_size if batch_size else 1.0
-
-    def one_step(carry, key, data, fixed):
-        params, opt_state = carry
-        batch = (
-            data if batch_size is None else data[jax.random.choice(key, P, (batch_size,), False)]
+    def run_group(idx: slice, bar):
+        """Train members ``idx``; their keys are those of the whole ensemble, so the results do
+        not depend on the grouping."""
+        n = idx.stop - idx.start
+        whole = n == members  # one group: no slicing; one device: no padding, no placement
+        if init is None:
+            start = jax.vmap(lambda k: init_params(k, task, hyper, d_model, factorized))(
+                init_keys[idx]
+            )
+        else:
+            start = {k: w if whole else jnp.asarray(w)[idx] for k, w in init.items()}
+        frozen = {n: start[n] for n in ("W_emb", "p")} if not train_embeddings else {}
+        params = {n: w for n, w in start.items() if n not in frozen}
+        opt_state = jax.vmap(opt.init)(params)
+        state, _ = pad_leading(
+            (params, opt_state, tokens if whole else tokens[idx], frozen), mesh.size
         )
-        value, grads = jax.value_and_grad(neg_log_posterior)(
-            params, batch, hyper, activation, frozen=fixed, scale=scale
-        )
-        updates, opt_state = opt.update(grads, opt_state, params, value=value / n_tok)
-        return (optax.apply_updates(params, updates), opt_state), None
-
-    @jax.jit
-    def run_chunk(params, opt_state, keys, tokens, frozen, test_tokens):
-        def member(p, s, ks, data, fixed):
-            (p, s), _ = jax.lax.scan(lambda c, k: one_step(c, k, data, fixed), (p, s), ks)
-            return p, s, _observables(p, fixed, data, test_tokens, hyper, activation)
-
-        # members run one after another: a vmapped gather with per-member indices is ~3x slower
-        # on the CPU than the same gathers in sequence
-        return jax.lax.map(lambda a: member(*a), (params, opt_state, keys, tokens, frozen))
-
-    records, steps = [], []
-    step = 0
-    with tqdm(total=max_steps, disable=not progress_bar, desc=f"adam {activation} P={P}") as bar:
+        params, opt_state, data, frozen = shard_leading(state, mesh)
+        trim = (lambda tree: tree) if n % mesh.size == 0 else (lambda tree: unpad_leading(tree, n))
+        records, steps = [], []
+        step = 0
         while step < max_steps:
             keys = jax.random.split(jax.random.fold_in(k_run, step), (members, chunk))
-            params, opt_state, obs = run_chunk(params, opt_state, keys, tokens, frozen, test_tokens)
+            keys = shard_leading(pad_leading(keys if whole else keys[idx], mesh.size)[0], mesh)
+            params, opt_state, obs = run_chunk(params, opt_state, keys, data, frozen, test_tokens)
             step += chunk
-            records.append(jax.device_get(obs))
+            records.append(jax.device_get(trim(obs)))
             steps.append(step)
-            stopped = np.asarray(opt_state[1].stopped_at) >= 0
+            stopped = np.asarray(opt_state[1].stopped_at)[:n] >= 0
             bar.update(chunk)
             bar.set_postfix(
-                loss=f"{float(np.mean(obs['train_loss'])):.4f}", stopped=int(stopped.sum())
+                loss=f"{float(np.mean(records[-1]['train_loss'])):.4f}",
+                stopped=int(stopped.sum()),
             )
             if stopped.all():
                 break
+        bar.update(max(max_steps - step, 0))
+        final = jax.device_get(trim({**frozen, **params})) if return_params else {}
+        return records, steps, np.asarray(opt_state[1].stopped_at)[:n], final
+
+    desc = f"adam {activation} P={P}" + (f" ({len(groups)} groups)" if len(groups) > 1 else "")
+    with tqdm(total=max_steps * len(groups), disable=not progress_bar, desc=desc) as bar:
+        runs = [run_group(idx, bar) for idx in groups]
+    # a group that stopped early holds still: repeat its last record up to the longest group
+    steps = max((r[1] for r in runs), key=len)
+    records = [
+        {k: np.concatenate([r[0][min(t, len(r[0]) - 1)][k] for r in runs]) for k in runs[0][0][0]}
+        for t in range(len(steps))
+    ]
+    stopped_at = np.concatenate([r[2] for r in runs])
+    final_params = {n: np.concatenate([r[3][n] for r in runs]) for n in runs[0][3]}
 
     names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
     series = {
@@ -258,9 +397,9 @@ def train_adam(
         for out, key in series.items()
     }
     data["A_bar"] = (("member", "query", "key"), records[-1]["A_bar"])
-    data["stopped_at"] = (("member",), np.asarray(opt_state[1].stopped_at))
+    data["stopped_at"] = (("member",), stopped_at)
     if return_params:
-        for name, w in {**frozen, **params}.items():
+        for name, w in final_params.items():
             data[name] = (("member", *_param_dims(name)), np.asarray(w))
     attrs = dict(
         activation=activation,
@@ -275,6 +414,9 @@ def train_adam(
         lr=lr,
         warmup_steps=warmup_steps,
         warmup_init=warmup_init,
+        decay=decay,
+        decay_steps=decay_steps,
+        end_fraction=end_fraction,
         max_steps=max_steps,
         patience=patience,
         min_delta=min_delta,
@@ -285,6 +427,7 @@ def train_adam(
         trainer="adam",
         bayes_attn_version=bayes_attn.__version__,
     )
+    attrs.update(devices=mesh.size, member_groups=len(groups))  # how the run was laid out
     coords = {"member": np.arange(members), "step": np.asarray(steps)}
     return xr.Dataset(data, coords=coords, attrs=attrs)
 

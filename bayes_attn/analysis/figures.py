@@ -1,0 +1,222 @@
+"""Regenerate the paper's figures from figure configs (``configs/figures.py``).
+
+A figure config is a plain dict (see that file): the builder to use (``figure``), the sweeps it
+needs (run resumably, shared between figures), and its theory grids and sampler settings. Each
+builder computes the figure's data, saves it beside the PNG (NetCDF), and hands it to a plotting
+function of :mod:`bayes_attn.analysis.plots`, which computes nothing.
+
+``bayes-attn figures`` is the command-line face of :func:`make_figures`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import math
+from pathlib import Path
+
+import arviz as az
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
+
+import bayes_attn
+from bayes_attn import algebra, theory
+from bayes_attn.analysis import plots
+from bayes_attn.analysis.sweep import SweepConfig, run_sweep
+from bayes_attn.task import CopyTask, Hyper
+
+log = logging.getLogger(__name__)
+
+
+def find_config_file(path=None) -> Path:
+    """The figure configs: ``path``, else ``configs/figures.py`` here or beside the package."""
+    candidates = (
+        [Path(path)]
+        if path is not None
+        else [
+            Path("configs/figures.py"),
+            Path(bayes_attn.__file__).resolve().parents[1] / "configs" / "figures.py",
+        ]
+    )
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise FileNotFoundError(
+        f"no figure configs at {', '.join(map(str, candidates))}; pass --configs PATH"
+    )
+
+
+def load_configs(path=None) -> dict:
+    """The ``FIGURES`` dict (name -> config function) of a figure-config file."""
+    path = find_config_file(path)
+    spec = importlib.util.spec_from_file_location(f"bayes_attn_configs_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not isinstance(getattr(module, "FIGURES", None), dict):
+        raise ValueError(f"{path} must define FIGURES, a dict of name -> config function")
+    return module.FIGURES
+
+
+class _Context:
+    """What builders share within one run: finished sweeps and theory grids, by name."""
+
+    def __init__(self, out: Path, progress: bool):
+        self.out, self.progress = out, progress
+        self.sweeps: dict[str, tuple[SweepConfig, xr.Dataset]] = {}
+        self.cache: dict = {}
+
+    def sweep(self, name: str, cfg: SweepConfig) -> xr.Dataset:
+        if name in self.sweeps:
+            if self.sweeps[name][0] != cfg:
+                raise ValueError(f"two figures name the sweep {name!r} with different configs")
+            return self.sweeps[name][1]
+        log.info("sweep %s -> %s", name, self.out / f"{name}.nc")
+        ds = run_sweep(cfg, self.out / f"{name}.nc", progress=self.progress)
+        self.sweeps[name] = (cfg, ds)
+        return ds
+
+    def theory(self, kind: str, activation: str, grid: dict):
+        """Theory along P at the paper's L (``curve``) or over (L, P) / (V, P) (``L``, ``V``)."""
+        activation = str(activation)
+        key = (kind, activation, tuple(grid["P"]), tuple(grid.get(kind, ())))
+        if key not in self.cache:
+            task, hyper = CopyTask.paper(), Hyper.paper()
+            lo, hi, n = grid["P"]
+            Ps = np.geomspace(lo, hi, int(n))
+            if kind == "curve":
+                ds = theory.phase_diagram(task, hyper, Ps, activation, L=[task.L], boundaries=False)
+                ds = ds.isel(L=0)
+            else:
+                ds = theory.phase_diagram(task, hyper, Ps, activation, **{kind: list(grid[kind])})
+            ds.to_netcdf(self.out / f"theory_{activation}_{kind}.nc", engine="h5netcdf")
+            self.cache[key] = ds
+        return self.cache[key]
+
+    def boundaries(self):
+        if "boundaries" not in self.cache:
+            self.cache["boundaries"] = theory.phase_boundaries(CopyTask.paper(), Hyper.paper())
+        return self.cache["boundaries"]
+
+
+def _one_point(ds: xr.Dataset) -> xr.Dataset:
+    """A protocol sweep at its single (L, V, seed)."""
+    for d in ("L", "V", "seed"):
+        if ds.sizes[d] != 1:
+            raise ValueError(f"the figure needs a protocol sweep at one {d}, got {ds.sizes[d]}")
+    return ds.isel(L=0, V=0, seed=0)
+
+
+def _attention_and_loss(spec, ctx):
+    proto = _one_point(ctx.sweep("protocol", spec["sweeps"]["protocol"]))
+    L = int(proto.L)
+    c1 = proto.theory_c1.values[..., None, None]
+    cG = proto.theory_cG.values[..., None, None]
+    A = (c1 * np.ones((L, L)) + cG * np.asarray(algebra.shift_matrix(L))) / L
+    attn = xr.DataArray(
+        A,
+        dims=("activation", "P", "query", "key"),
+        coords={"activation": proto.activation, "P": proto.P},
+    )
+    curves = {a: ctx.theory("curve", a, spec["theory"]) for a in proto.activation.values}
+    return plots.attention_and_loss(proto, attn, curves, spec.get("show_P", (20, 100, 300, 800)))
+
+
+def _transition(spec, ctx):
+    act = spec["activation"]
+    proto = _one_point(ctx.sweep("protocol", spec["sweeps"]["protocol"]))
+    grid = spec["theory"]
+    return plots.order_parameter_transition(
+        proto,
+        ctx.theory("curve", act, grid),
+        ctx.theory("L", act, grid),
+        ctx.theory("V", act, grid),
+        act,
+        ctx.boundaries(),
+    )
+
+
+def _posterior(spec, ctx):
+    from bayes_attn.inference import run_nuts, run_smc
+    from bayes_attn.models import order_param_model
+
+    task, hyper = CopyTask.paper(), Hyper.paper()
+    b = ctx.boundaries()
+    idatas, refs = {}, {}
+    for act, where in spec["at"].items():
+        idatas[act], refs[act] = [], []
+        for k, (boundary, factor) in enumerate(where):
+            P = float(getattr(b, boundary)) * factor
+            if not math.isfinite(P):
+                raise ValueError(f"the {boundary} boundary is not finite at the paper preset")
+            if act == "softmax":
+                idata = run_smc(order_param_model, task, hyper, P, act, seed=k, **spec["smc"])
+            else:
+                idata = run_nuts(
+                    order_param_model,
+                    task,
+                    hyper,
+                    P,
+                    act,
+                    seed=k,
+                    progress_bar=False,
+                    **spec["nuts"],
+                )
+                c1, cG = algebra.fold_sign(idata.posterior.c1.values, idata.posterior.cG.values)
+                idata.posterior["c1"] = (("chain", "draw"), np.asarray(c1))
+                idata.posterior["cG"] = (("chain", "draw"), np.asarray(cG))
+            az.to_netcdf(idata, ctx.out / f"posterior_{act}_{k}.nc")
+            sd = theory.global_saddle(task, hyper, P, act)
+            refs[act].append(sd.cG if act == "linear" else sd.aG)
+            idatas[act].append((f"P = {P:.1f} ({boundary} x {factor:g})", idata))
+    return plots.posteriors_across(idatas, ref_vals=refs)
+
+
+def _phase_weights(spec, ctx):
+    from bayes_attn.analysis.modes import phase_weights, weight_crossing
+
+    task, hyper = CopyTask.paper(), Hyper.paper()
+    b = ctx.boundaries()
+    span = spec["span"]
+    Ps = np.linspace(b.first_order * (1 - span), b.first_order * (1 + span), spec["num"])
+    w = phase_weights(task, hyper, Ps)
+    w.attrs.setdefault("chi", hyper.chi)
+    w.to_netcdf(ctx.out / "phase_weights.nc", engine="h5netcdf")
+    return plots.phase_weight_curve(w, weight_crossing(task, hyper), b)
+
+
+BUILDERS = {
+    "attention_and_loss": _attention_and_loss,
+    "transition": _transition,
+    "posterior": _posterior,
+    "phase_weights": _phase_weights,
+}
+
+
+def make_figures(
+    configs: dict, out, *, quick: bool = False, only=None, progress: bool = True, dpi: int = 100
+) -> dict[str, Path]:
+    """Build the figures of ``configs`` (name -> config function) into the folder ``out``.
+
+    Sweeps are resumable: rerunning after an interruption continues where it stopped. Returns
+    name -> PNG path.
+    """
+    names = list(configs) if not only else list(only)
+    unknown = [n for n in names if n not in configs]
+    if unknown:
+        raise ValueError(f"unknown figures {unknown}; known: {sorted(configs)}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = _Context(out, progress)
+    written = {}
+    for name in names:
+        spec = configs[name](quick=quick)
+        if spec.get("figure") not in BUILDERS:
+            raise ValueError(f"figure {name}: unknown builder {spec.get('figure')!r}")
+        log.info("figure %s", name)
+        fig = BUILDERS[spec["figure"]](spec, ctx)
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
+        written[name] = path
+    return written

@@ -1,0 +1,654 @@
+"""The ``bayes-attn`` command line: theory, sampling, training, sweeps, figures and diagnostics.
+
+Every subcommand defaults to the paper preset (L = 25, V = 5, chi = 30, g_W = g_O = 1,
+sigma^2 = 131.80); ``--L``, ``--V``, ``--chi``, ``--g-w``, ``--g-o`` and ``--sigma2`` override it.
+Results go to stdout, the log and progress bars to stderr. Bad arguments get one line on stderr and
+exit status 2; set ``BAYES_ATTN_DEBUG=1`` to see the traceback instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+log = logging.getLogger("bayes_attn")
+
+ACTIVATIONS = ("linear", "softmax")
+
+
+class _Floats(click.ParamType):
+    """A comma-separated list of numbers: ``--P 100,200,400``."""
+
+    name = "numbers"
+
+    def __init__(self, cast=float):
+        self.cast = cast
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list | tuple):
+            return tuple(value)
+        try:
+            return tuple(self.cast(v) for v in str(value).split(",") if v.strip())
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of numbers", param, ctx)
+
+
+FLOATS, INTS = _Floats(float), _Floats(int)
+
+
+def _preset_options(f):
+    """--L, --V, --chi, --g-w, --g-o, --sigma2: overrides of the paper preset."""
+    opts = [
+        click.option("--L", "L", type=int, default=None, help="sequence length [25]"),
+        click.option("--V", "V", type=int, default=None, help="vocabulary size [5]"),
+        click.option("--chi", type=float, default=None, help="concentration chi [30]"),
+        click.option("--g-w", type=float, default=None, help="attention-weight scale g_W [1]"),
+        click.option("--g-o", type=float, default=None, help="readout scale g_O [1]"),
+        click.option("--sigma2", type=float, default=None, help="noise scale sigma^2 [131.8]"),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _preset(L, V, chi, g_w, g_o, sigma2):
+    from bayes_attn import CopyTask, Hyper
+
+    task = CopyTask(L if L is not None else 25, V if V is not None else 5)
+    changes = dict(chi=chi, g_w=g_w, g_o=g_o, sigma2=sigma2)
+    return task, Hyper.paper().replace(**{k: v for k, v in changes.items() if v is not None})
+
+
+def _activations(activation: str) -> tuple[str, ...]:
+    return ACTIVATIONS if activation == "both" else (activation,)
+
+
+def _distributed_options(f):
+    """--coordinator, --num-processes, --process-id (or BAYES_ATTN_* environment variables)."""
+    opts = [
+        click.option(
+            "--coordinator",
+            envvar="BAYES_ATTN_COORDINATOR",
+            default=None,
+            help="multi-host: address host:port of process 0 [env BAYES_ATTN_COORDINATOR]",
+        ),
+        click.option(
+            "--num-processes",
+            envvar="BAYES_ATTN_NUM_PROCESSES",
+            type=click.IntRange(min=1),
+            default=1,
+            help="multi-host: number of processes [env BAYES_ATTN_NUM_PROCESSES]",
+        ),
+        click.option(
+            "--process-id",
+            envvar="BAYES_ATTN_PROCESS_ID",
+            type=click.IntRange(min=0),
+            default=0,
+            help="multi-host: this process's id [env BAYES_ATTN_PROCESS_ID]",
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("-q", "--quiet", is_flag=True, help="no progress bars; only warnings on stderr")
+@click.option("-v", "--verbose", is_flag=True, help="debug messages on stderr")
+@click.version_option(package_name="bayes-attn", prog_name="bayes-attn")
+@click.pass_context
+def cli(ctx, quiet, verbose):
+    """bayes-attn: the Bayesian theory of how attention learns to copy.
+
+    Theory of the order parameters (c1 for uniform pooling, cG for copying), NumPyro models at
+    three levels, NUTS / SGLD / tempered-SMC sampling, Adam ensembles, resumable sweeps and the
+    paper's figures. Start with `bayes-attn theory`.
+    """
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+    ctx.obj = {"progress": not quiet}
+
+
+@cli.command()
+@_preset_options
+@click.option(
+    "--P",
+    "Ps",
+    type=FLOATS,
+    default="1,10,20,60,100,200,250,275,300,400,500,600,700,800",
+    show_default=True,
+    help="training-set sizes (comma-separated)",
+)
+@click.option(
+    "--activation", type=click.Choice(ACTIVATIONS + ("both",)), default="both", show_default=True
+)
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables")
+def theory(L, V, chi, g_w, g_o, sigma2, Ps, activation, as_json):
+    """Saddle points and phase boundaries of the reduced theory (Level 2)."""
+    from bayes_attn import theory as th
+    from bayes_attn._validation import check_positive
+
+    task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
+    Ps = tuple(check_positive("P", P) for P in Ps)
+    acts = _activations(activation)
+    b = th.phase_boundaries(task, hyper)
+    report = {
+        "preset": {
+            "L": task.L,
+            "V": task.V,
+            **{k: getattr(hyper, k) for k in ("chi", "g_w", "g_o", "sigma2")},
+        },
+        "boundaries": {k: v for k, v in b.as_dict().items() if not isinstance(v, dict)},
+        "saddles": [],
+    }
+    for act in acts:
+        for P in Ps:
+            found = th.saddles(task, hyper, P, act)
+            entry = {"activation": act, "P": P, **found[0].order_parameters()}
+            entry.update(loss=found[0].loss, action=found[0].action)
+            entry["metastable"] = [m.order_parameters() for m in found[1:]]
+            report["saddles"].append(entry)
+    if as_json:
+        click.echo(json.dumps(report, indent=2, default=_json_default))
+        return
+    click.echo(
+        f"preset: L={task.L}, V={task.V}, chi={hyper.chi:g}, g_W={hyper.g_w:g}, "
+        f"g_O={hyper.g_o:g}, sigma^2={hyper.sigma2:g}\n"
+    )
+    rows = [
+        ("linear, second-order P* (numeric)", b.second_order),
+        ("linear, second-order P* (closed form)", b.second_order_closed_form),
+        ("linear, crossover (max d cG / d log P)", b.crossover),
+        ("softmax, first-order P* (equal action)", b.first_order),
+        ("softmax, lower spinodal", b.spinodals[0]),
+        ("softmax, upper spinodal", b.spinodals[1]),
+    ]
+    click.echo("phase boundaries (training sequences P)")
+    for name, value in rows:
+        click.echo(f"  {name:42s} {value:10.3f}")
+    for act in acts:
+        q = ("c1", "cG") if act == "linear" else ("aG", "a1")
+        click.echo(f"\n{act} attention: global saddle (metastable minima in brackets)")
+        click.echo(f"  {'P':>8} {q[0]:>8} {q[1]:>8} {'loss':>8}")
+        for e in report["saddles"]:
+            if e["activation"] != act:
+                continue
+            extra = "".join(
+                f" [{q[1] if act == 'linear' else q[0]}={m[q[1] if act == 'linear' else q[0]]:.3f}]"
+                for m in e["metastable"]
+            )
+            click.echo(f"  {e['P']:8.6g} {e[q[0]]:8.4f} {e[q[1]]:8.4f} {e['loss']:8.4f}{extra}")
+
+
+def _json_default(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return float(x)
+
+
+@cli.command()
+@_preset_options
+@click.option(
+    "--level",
+    type=click.Choice(("reduced", "kernel", "network")),
+    default="reduced",
+    show_default=True,
+    help="order parameters (Level 2), kernel limit (Level 1) or the finite network (Level 0)",
+)
+@click.option(
+    "--sampler", type=click.Choice(("nuts", "sgld", "smc")), default="nuts", show_default=True
+)
+@click.option("--activation", type=click.Choice(ACTIVATIONS), default="linear", show_default=True)
+@click.option("--P", "P", type=float, default=400.0, show_default=True, help="training sequences")
+@click.option(
+    "--d-model",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="network width (level network)",
+)
+@click.option("--chains", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--warmup", type=click.IntRange(min=0), default=500, show_default=True)
+@click.option("--samples", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option("--step-size", type=float, default=1e-4, show_default=True, help="SGLD step size")
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=None, help="SGLD minibatch (sequences)"
+)
+@click.option(
+    "--particles", type=click.IntRange(min=2), default=2000, show_default=True, help="SMC particles"
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="sampler and dataset seed",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default="posterior.nc",
+    show_default=True,
+    help="InferenceData NetCDF file",
+)
+@click.pass_context
+def sample(
+    ctx,
+    L,
+    V,
+    chi,
+    g_w,
+    g_o,
+    sigma2,
+    level,
+    sampler,
+    activation,
+    P,
+    d_model,
+    chains,
+    warmup,
+    samples,
+    step_size,
+    batch_size,
+    particles,
+    seed,
+    out,
+):
+    """Sample a posterior with NUTS, SGLD or tempered SMC; write NetCDF and print diagnostics."""
+    from bayes_attn.analysis import diagnose
+    from bayes_attn.analysis.sweep import _model_args
+    from bayes_attn.inference import run_nuts, run_sgld, run_smc
+
+    task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
+    opts = dict(
+        level=level,
+        d_model=d_model,
+        include_logdet=False,
+        batch_size=batch_size if sampler == "sgld" else None,
+    )
+    model, args, kw = _model_args(
+        opts, {"activation": activation, "P": P, "seed": seed}, task, hyper
+    )
+    progress = ctx.obj["progress"]
+    t0 = time.perf_counter()
+    log.info("%s on the %s model, %s attention, P=%g", sampler, level, activation, P)
+    if sampler == "nuts":
+        idata = run_nuts(
+            model,
+            *args,
+            num_chains=chains,
+            num_warmup=warmup,
+            num_samples=samples,
+            seed=seed,
+            progress_bar=progress,
+            **kw,
+        )
+    elif sampler == "sgld":
+        idata = run_sgld(
+            model,
+            *args,
+            num_chains=chains,
+            num_warmup=warmup,
+            num_samples=samples,
+            step_size=step_size,
+            seed=seed,
+            progress_bar=progress,
+            **kw,
+        )
+    else:
+        idata = run_smc(
+            model, *args, num_particles=particles, seed=seed, progress_bar=progress, **kw
+        )
+    import arviz as az
+
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    az.to_netcdf(idata, out)
+    log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
+    names = [q for q in ("c1", "cG", "a1", "aG") if q in idata.posterior]
+    click.echo(diagnose(idata, var_names=names or None))
+    if "log_evidence" in idata.posterior.attrs:
+        click.echo(f"log evidence: {idata.posterior.attrs['log_evidence']:.4f}")
+
+
+@cli.command()
+@_preset_options
+@click.option("--activation", type=click.Choice(ACTIVATIONS), default="linear", show_default=True)
+@click.option("--P", "P", type=click.IntRange(min=1), default=400, show_default=True)
+@click.option("--d-model", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--members", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--lr", type=float, default=1e-2, show_default=True)
+@click.option("--max-steps", type=click.IntRange(min=1), default=300, show_default=True)
+@click.option("--patience", type=click.IntRange(min=0), default=100, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default="adam.nc", show_default=True)
+@click.pass_context
+def train(
+    ctx,
+    L,
+    V,
+    chi,
+    g_w,
+    g_o,
+    sigma2,
+    activation,
+    P,
+    d_model,
+    members,
+    lr,
+    max_steps,
+    patience,
+    seed,
+    out,
+):
+    """Train an Adam ensemble to the MAP; write NetCDF and print the ensemble summary."""
+    from bayes_attn.inference import classify_minima, ensemble_summary, train_adam
+    from bayes_attn.theory import global_saddle
+
+    task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
+    warm = int(0.1 * max_steps) if activation == "softmax" else 0
+    ds = train_adam(
+        task,
+        hyper,
+        activation,
+        d_model,
+        P,
+        members=members,
+        seed=seed,
+        lr=lr,
+        warmup_steps=warm,
+        warmup_init=lr * 1e-4,
+        max_steps=max_steps,
+        patience=patience,
+        progress_bar=ctx.obj["progress"],
+    )
+    ds = classify_minima(ds, theory_loss=global_saddle(task, hyper, P, activation).loss)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    ds.to_netcdf(out, engine="h5netcdf")
+    log.info("wrote %s", out)
+    click.echo(ensemble_summary(ds).to_dataframe().T.to_string())
+
+
+@cli.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="a JSON or TOML file with the sweep's settings ([sweep] table in TOML)",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(("theory", "nuts", "sgld", "adam", "protocol")),
+    default=None,
+    help="what to run at each point (without --config)",
+)
+@click.option("--P", "P", type=FLOATS, default=None, help="grid of P (comma-separated)")
+@click.option("--L", "L", type=INTS, default="25", show_default=True)
+@click.option("--V", "V", type=INTS, default="5", show_default=True)
+@click.option(
+    "--activation", type=click.Choice(ACTIVATIONS + ("both",)), default="both", show_default=True
+)
+@click.option("--seed", type=INTS, default="0", show_default=True)
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="a setting of the kind, e.g. --option num_samples=200 (repeatable)",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    required=True,
+    help="the NetCDF file (resumed if it exists)",
+)
+@_distributed_options
+@click.pass_context
+def sweep(
+    ctx,
+    config_file,
+    kind,
+    P,
+    L,
+    V,
+    activation,
+    seed,
+    options,
+    out,
+    coordinator,
+    num_processes,
+    process_id,
+):
+    """Run a resumable sweep over (activation, L, V, P, seed), saving every finished point.
+
+    With --num-processes N each process runs every N-th point into OUT.part-I-of-N.nc; process 0
+    then waits for the other parts (on a shared filesystem) and merges them into OUT.
+    """
+    from bayes_attn.distributed import initialize_distributed  # before JAX starts its backend
+
+    info = initialize_distributed(coordinator, num_processes, process_id)
+    from bayes_attn.analysis.sweep import SweepConfig, run_sweep
+
+    if config_file:
+        cfg = SweepConfig.from_dict(_read_table(config_file, "sweep"))
+    else:
+        if kind is None or P is None:
+            raise click.UsageError("give --config FILE, or --kind and --P")
+        opts = dict(_parse_option(o) for o in options)
+        acts = _activations(activation)
+        cfg = SweepConfig(kind=kind, P=P, L=L, V=V, activation=acts, seed=seed, options=opts)
+    progress = ctx.obj["progress"]
+    n, i = info.num_processes, info.process_id
+    if n == 1:
+        ds = run_sweep(cfg, out, progress=progress)
+        click.echo(f"{int(ds['done'].sum())} of {ds['done'].size} points done: {out}")
+        return
+    parts = [Path(f"{out}.part-{k}-of-{n}.nc") for k in range(n)]
+    run_sweep(cfg, parts[i], progress=progress, process_id=i, num_processes=n)
+    if i != 0:
+        click.echo(f"process {i} of {n}: done, {parts[i]}")
+        return
+    ds = _wait_and_merge(cfg, parts, out)
+    click.echo(
+        f"{int(ds['done'].sum())} of {ds['done'].size} points done: {out} (merged {n} parts)"
+    )
+
+
+def _wait_and_merge(cfg, parts, out, timeout: float = 7 * 24 * 3600.0):
+    """Process 0: wait until every part holds its share of the points, then merge them."""
+    from bayes_attn.analysis.sweep import SweepFileError, load_sweep, merge_sweeps
+
+    n, total = len(parts), sum(1 for _ in cfg.points())
+    share = [len(range(k, total, n)) for k in range(n)]
+    deadline = time.monotonic() + timeout
+    while True:
+        done = []
+        for path in parts:
+            try:
+                done.append(int(load_sweep(path)["done"].sum()) if path.exists() else 0)
+            except SweepFileError:  # being replaced at this instant; look again
+                done.append(-1)
+        if done == share:
+            return merge_sweeps(parts, out)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for the other processes: {done} of {share}")
+        log.info("waiting for the other processes: %s of %s points", done, share)
+        time.sleep(1.0)
+
+
+def _parse_option(text: str):
+    if "=" not in text:
+        raise click.BadParameter(f"{text!r} is not NAME=VALUE", param_hint="--option")
+    name, value = text.split("=", 1)
+    try:
+        return name.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return name.strip(), value
+
+
+def _read_table(path, table: str) -> dict:
+    text = Path(path).read_text()
+    if str(path).endswith(".toml"):
+        import tomllib
+
+        data = tomllib.loads(text)
+        return data.get(table, data)
+    return json.loads(text)
+
+
+@cli.command()
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="figures",
+    show_default=True,
+    help="folder for the PNGs and their data",
+)
+@click.option("--quick", is_flag=True, help="small settings: a few minutes on a laptop CPU")
+@click.option("--only", type=str, default=None, help="comma-separated figure names (default: all)")
+@click.option(
+    "--configs",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="figure-config file [configs/figures.py]",
+)
+@click.pass_context
+def figures(ctx, out, quick, only, configs):
+    """Regenerate the paper's figures into a folder: Figs 1, 3 and 4, and two beyond the paper."""
+    from bayes_attn.analysis.figures import load_configs, make_figures
+
+    t0 = time.perf_counter()
+    names = [n.strip() for n in only.split(",")] if only else None
+    written = make_figures(
+        load_configs(configs), out, quick=quick, only=names, progress=ctx.obj["progress"]
+    )
+    for name, path in written.items():
+        click.echo(f"{name:14s} {path}")
+    click.echo(f"{len(written)} figures in {out}/ ({time.perf_counter() - t0:.0f} s)")
+
+
+@cli.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--plots",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="folder for trace and posterior plots [beside the file]",
+)
+@click.option("--var", "var_names", multiple=True, help="variables to diagnose (repeatable)")
+def diagnose(path, plots, var_names):
+    """Read a NetCDF result (posterior, Adam ensemble or sweep); print its table and plot it."""
+    import arviz as az
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import xarray as xr
+
+    from bayes_attn.analysis import diagnose as diag
+
+    path = Path(path)
+    folder = Path(plots) if plots else path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        idata = az.from_netcdf(path)
+    except Exception as err:
+        raise click.UsageError(f"cannot read {path}: {err}") from err
+    if "posterior" in idata.groups():
+        names = (
+            list(var_names) or [q for q in ("c1", "cG", "a1", "aG") if q in idata.posterior] or None
+        )
+        d = diag(idata, var_names=names)
+        click.echo(d)
+        names = names or list(d.table.index)
+        axes = az.plot_trace(idata, var_names=names)
+        trace = folder / f"{path.stem}_trace.png"
+        axes.ravel()[0].figure.savefig(trace, dpi=90)
+        axes = az.plot_posterior(idata, var_names=names)
+        post = folder / f"{path.stem}_posterior.png"
+        np.atleast_1d(axes).ravel()[0].figure.savefig(post, dpi=90)
+        plt.close("all")
+        click.echo(f"plots: {trace}, {post}")
+        return
+    with xr.open_dataset(path, engine="h5netcdf") as f:
+        ds = f.load()
+    if "done" in ds:
+        from bayes_attn.analysis.sweep import load_sweep
+
+        ds = load_sweep(path)
+        click.echo(
+            f"{ds.attrs.get('kind', '?')} sweep: {int(ds['done'].sum())} of {ds['done'].size} points done"
+        )
+        scalars = [
+            v for v in ds.data_vars if v != "done" and ds[v].ndim <= 6 and "query" not in ds[v].dims
+        ]
+        table = ds[scalars].where(ds["done"])
+        if "member" in table.dims:
+            table = table.mean("member")
+        click.echo(
+            table.to_dataframe().dropna(how="all").to_string(float_format=lambda x: f"{x:.4g}")
+        )
+        return
+    if ds.attrs.get("trainer") == "adam":
+        from bayes_attn.inference import ensemble_summary
+
+        click.echo(ensemble_summary(ds).to_dataframe().T.to_string())
+        fig, ax = plt.subplots(figsize=(5, 3.2), constrained_layout=True)
+        ds.train_loss.plot.line(x="step", ax=ax, add_legend=False)
+        ax.set(yscale="log", title="train loss per member")
+        out = folder / f"{path.stem}_loss.png"
+        fig.savefig(out, dpi=90)
+        plt.close(fig)
+        click.echo(f"plot: {out}")
+        return
+    raise click.UsageError(f"{path} is not a posterior, an Adam ensemble or a sweep file")
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    """Run the CLI; returns the exit status (2 for bad input, with one line on stderr)."""
+    debug = os.environ.get("BAYES_ATTN_DEBUG")
+    try:
+        cli.main(args=argv, prog_name="bayes-attn", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.exceptions.Abort:
+        click.echo("bayes-attn: aborted", err=True)
+        return 130
+    except click.UsageError as e:
+        if debug:
+            raise
+        click.echo(f"bayes-attn: error: {e.format_message()}", err=True)
+        return 2
+    except (ValueError, FileNotFoundError, MemoryError) as e:
+        if debug:
+            raise
+        click.echo(f"bayes-attn: error: {e}", err=True)
+        return 2
+    return 0
+
+
+def run() -> None:
+    """The installed ``bayes-attn`` entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

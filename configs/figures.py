@@ -1,0 +1,129 @@
+"""The paper's figures, one config function per figure (the big_vision / FermiNet pattern).
+
+Each function takes ``quick`` and returns a plain dict:
+
+- ``figure``: which builder of :mod:`bayes_attn.analysis.figures` draws it;
+- ``sweeps``: name -> :class:`~bayes_attn.analysis.sweep.SweepConfig`, run resumably into
+  ``<out>/<name>.nc``; figures that name the same sweep share it (their configs must agree);
+- the theory grids and sampler settings the figure needs.
+
+Reproduce everything (the paper protocol at d_model = 256: about 35 min on a 2-core CPU)::
+
+    bayes-attn figures --out figures/
+
+A quick look in a few minutes (what ``make demo`` runs)::
+
+    bayes-attn figures --out out/figures --quick
+"""
+
+from bayes_attn.analysis.protocol import PAPER_PS
+from bayes_attn.analysis.sweep import SweepConfig
+
+QUICK_PS = (20, 100, 300, 800)
+
+
+def protocol(quick: bool = False) -> SweepConfig:
+    """The paper protocol (Table 1, our learning rates: ``ProtocolConfig.paper()``): Adam
+    ensembles, then SGLD from Adam, both activations; the Level-1 MAP is left out.
+
+    ``quick``: four P values, three members of width 32, short SGLD.
+    """
+    if quick:
+        options = dict(
+            members=3,
+            num_test=50,
+            d_model=32,
+            max_steps=300,
+            sgld_warmup=20,
+            sgld_samples=20,
+            level1=False,
+        )
+        return SweepConfig(kind="protocol", P=QUICK_PS, options=options)
+    return SweepConfig(kind="protocol", P=PAPER_PS, options={"level1": False})
+
+
+def _theory_grid(quick: bool) -> dict:
+    if quick:
+        return dict(P=(1.0, 2e4, 60), L=tuple(range(4, 41, 4)), V=tuple(range(2, 11)))
+    return dict(P=(1.0, 2e4, 240), L=tuple(range(3, 41)), V=tuple(range(2, 13)))
+
+
+def fig1(quick: bool = False) -> dict:
+    """Fig. 1: attention patterns at P = 20, 100, 300, 800 for both activations (the trained
+    networks above the theory), and the loss per token against P with the trained ensembles.
+
+    Reproduce: ``bayes-attn figures --only fig1 [--quick]``
+    """
+    return dict(
+        figure="attention_and_loss",
+        sweeps={"protocol": protocol(quick)},
+        theory=_theory_grid(quick),
+        show_P=QUICK_PS,
+    )
+
+
+def fig3(quick: bool = False) -> dict:
+    """Fig. 3 (linear attention): c1 and cG against P (Adam circles, SGLD diamonds, theory
+    dashed), and the loss per token over (P, L) at V = 5 and over (P, V) at L = 25 with the
+    second-order boundary and the crossover.
+
+    Reproduce: ``bayes-attn figures --only fig3 [--quick]``
+    """
+    return dict(
+        figure="transition",
+        activation="linear",
+        sweeps={"protocol": protocol(quick)},
+        theory=_theory_grid(quick),
+    )
+
+
+def fig4(quick: bool = False) -> dict:
+    """Fig. 4 (softmax attention): aG against P, and the loss per token over (P, L) and (P, V)
+    with the first-order boundary and the spinodals.
+
+    Reproduce: ``bayes-attn figures --only fig4 [--quick]``
+    """
+    return dict(
+        figure="transition",
+        activation="softmax",
+        sweeps={"protocol": protocol(quick)},
+        theory=_theory_grid(quick),
+    )
+
+
+def posterior(quick: bool = False) -> dict:
+    """Beyond the paper: the posterior of the copy order parameter across each transition, on the
+    reduced model. Linear: NUTS below P*, above it and at the crossover. Softmax: tempered SMC just
+    below, at and just above the first-order P*, where both phases carry weight.
+
+    Reproduce: ``bayes-attn figures --only posterior [--quick]``
+    """
+    return dict(
+        figure="posterior",
+        at={
+            "linear": (("second_order", 0.5), ("second_order", 2.0), ("crossover", 1.0)),
+            "softmax": (("first_order", 0.9967), ("first_order", 1.0), ("first_order", 1.0033)),
+        },
+        nuts=dict(
+            num_chains=4, num_warmup=300 if quick else 1000, num_samples=300 if quick else 2000
+        ),
+        smc=dict(num_particles=1000 if quick else 4000),
+    )
+
+
+def phase_weights(quick: bool = False) -> dict:
+    """Beyond the paper: the weight of the strong-copy softmax phase against P at the physical chi
+    (exact quadrature and Laplace), with the equal-weight and equal-action P* marked.
+
+    Reproduce: ``bayes-attn figures --only phase_weights [--quick]``
+    """
+    return dict(figure="phase_weights", span=0.02, num=61 if quick else 241)
+
+
+FIGURES = {
+    "fig1": fig1,
+    "fig3": fig3,
+    "fig4": fig4,
+    "posterior": posterior,
+    "phase_weights": phase_weights,
+}

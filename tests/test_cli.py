@@ -1,0 +1,146 @@
+"""The `bayes-attn` command line: every subcommand runs, writes what it says, and bad input gets one
+line on stderr with exit status 2. Commands run in-process through ``main(argv)``."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import arviz as az
+import pytest
+import xarray as xr
+
+from bayes_attn.cli import main
+
+TINY_FIGURES = Path(__file__).parent / "data" / "tiny_figures.py"
+
+
+def run(capsys, *argv):
+    code = main(["--quiet", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_theory_table_and_json(capsys):
+    code, out, _ = run(capsys, "theory", "--P", "50,400", "--activation", "linear")
+    assert code == 0
+    assert "second-order P*" in out and "linear attention" in out
+    code, out, _ = run(capsys, "theory", "--P", "2000", "--json", "--chi", "40")
+    assert code == 0
+    report = json.loads(out)
+    assert report["preset"]["chi"] == 40.0 and report["preset"]["L"] == 25
+    assert {s["activation"] for s in report["saddles"]} == {"linear", "softmax"}
+    assert report["boundaries"]["second_order"] > 0
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["theory", "--L", "1"], "L must be an integer >= 2"),
+        (["theory", "--sigma2", "0"], "sigma2"),
+        (["theory", "--P", "-5"], "P must be"),
+        (["theory", "--activation", "relu"], "--activation"),
+        (["sample", "--level", "deep"], "--level"),
+        (["train", "--P", "0"], "--P"),
+        (["sweep", "--out", "x.nc"], "--config FILE, or --kind and --P"),
+        (["diagnose", "no-such-file.nc"], "no-such-file.nc"),
+        (["thoery"], "No such command"),
+        (["figures", "--only", "fig9", "--configs", str(TINY_FIGURES)], "unknown figures"),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert needle in err and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+def test_sample_then_diagnose(capsys, tmp_path):
+    post = tmp_path / "post.nc"
+    argv = ["sample", "--P", "400", "--chains", "2", "--warmup", "100", "--samples", "100"]
+    code, out, _ = run(capsys, *argv, "--out", post)
+    assert code == 0 and post.exists()
+    assert "r_hat" in out and "cG" in out
+    assert float(az.from_netcdf(post).posterior.attrs["P"]) == 400.0
+    code, out, _ = run(capsys, "diagnose", post, "--plots", tmp_path / "plots")
+    assert code == 0 and (tmp_path / "plots" / "post_trace.png").exists()
+    assert (tmp_path / "plots" / "post_posterior.png").exists()
+    smc = tmp_path / "smc.nc"
+    argv = ["sample", "--sampler", "smc", "--activation", "softmax", "--P", "1212", "--particles"]
+    code, out, _ = run(capsys, *argv, "200", "--out", smc)
+    assert code == 0 and "log evidence" in out and smc.exists()
+    sgld = tmp_path / "sgld.nc"
+    argv = ["sample", "--sampler", "sgld", "--chains", "2", "--warmup", "50", "--samples", "50"]
+    code, out, _ = run(capsys, *argv, "--step-size", "1e-3", "--out", sgld)
+    assert code == 0 and "sample_stats" in az.from_netcdf(sgld).groups()
+
+
+def test_train_sweep_and_diagnose(capsys, tmp_path):
+    adam = tmp_path / "adam.nc"
+    argv = ["train", "--L", "6", "--V", "3", "--P", "50", "--d-model", "8", "--members", "2"]
+    code, out, _ = run(capsys, *argv, "--max-steps", "50", "--out", adam)
+    assert code == 0 and "train_loss_mean" in out
+    assert xr.open_dataset(adam, engine="h5netcdf").sizes["member"] == 2
+    code, out, _ = run(capsys, "diagnose", adam)
+    assert code == 0 and (tmp_path / "adam_loss.png").exists()
+
+    sweep = tmp_path / "sweep.nc"
+    argv = ["sweep", "--kind", "theory", "--P", "50,400", "--activation", "linear"]
+    code, out, _ = run(capsys, *argv, "--out", sweep)
+    assert code == 0 and "2 of 2 points done" in out
+    code, out, _ = run(capsys, *argv, "--out", sweep)  # resumes: nothing left to do
+    assert code == 0 and "2 of 2 points done" in out
+    code, out, err = run(capsys, *argv[:-2], "--activation", "softmax", "--out", sweep)
+    assert code == 2 and "different config" in err
+    code, out, _ = run(capsys, "diagnose", sweep)
+    assert code == 0 and "theory sweep: 2 of 2 points done" in out and "cG" in out
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text('[sweep]\nkind = "theory"\nP = [50.0]\nactivation = ["softmax"]\n')
+    code, out, _ = run(capsys, "sweep", "--config", cfg, "--out", tmp_path / "toml.nc")
+    assert code == 0 and "1 of 1 points done" in out
+
+
+def test_figures_builds_every_file(capsys, tmp_path):
+    code, out, _ = run(capsys, "figures", "--configs", TINY_FIGURES, "--out", tmp_path)
+    assert code == 0, out
+    for name in ("fig1", "fig3", "fig4", "posterior", "phase_weights"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000, name
+    assert (tmp_path / "protocol.nc").exists() and (tmp_path / "phase_weights.nc").exists()
+
+
+def test_installed_entry_point():
+    exe = shutil.which("bayes-attn", path=str(Path(sys.executable).parent))
+    assert exe is not None, "bayes-attn is not installed beside this Python"
+    proc = subprocess.run([exe, "theory", "--L", "1"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("bayes-attn: error: L must be")
+
+
+def test_two_process_sweep_merges_to_the_single_process_file(tmp_path):
+    """Two `bayes-attn sweep` processes on 127.0.0.1 (jax.distributed), merged by process 0."""
+    import socket
+
+    from bayes_attn.analysis.sweep import load_sweep
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = str(Path(sys.executable).parent / "bayes-attn")
+    grid = ["sweep", "--kind", "theory", "--P", "50,400,2000", "--activation", "linear"]
+    multi = tmp_path / "multi.nc"
+    procs = [
+        subprocess.Popen(
+            [exe, "-q", *grid, "--out", str(multi), "--coordinator", f"127.0.0.1:{port}"]
+            + ["--num-processes", "2", "--process-id", str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert "merged 2 parts" in outs[0][0]
+    single = tmp_path / "single.nc"
+    assert main(["-q", *grid, "--out", str(single)]) == 0
+    xr.testing.assert_identical(load_sweep(multi), load_sweep(single))
