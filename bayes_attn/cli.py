@@ -129,9 +129,9 @@ def cli(ctx, quiet, verbose):
     "--P",
     "Ps",
     type=FLOATS,
-    default="1,10,20,60,100,200,250,275,300,400,500,600,700,800",
+    default="1,10,20,60,100,200,250,275,300,400,500,600,700,800,1250,2000",
     show_default=True,
-    help="training-set sizes (comma-separated)",
+    help="training-set sizes, comma-separated (the paper's 14, and two past the transitions)",
 )
 @click.option(
     "--activation", type=click.Choice(ACTIVATIONS + ("both",)), default="both", show_default=True

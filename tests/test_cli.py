@@ -109,6 +109,15 @@ def test_figures_builds_every_file(capsys, tmp_path):
     assert (tmp_path / "protocol.nc").exists() and (tmp_path / "phase_weights.nc").exists()
 
 
+@pytest.mark.slow
+def test_figures_quick_produces_every_file(capsys, tmp_path):
+    """The real configs/figures.py at --quick (what `make demo` runs; minutes)."""
+    code, out, _ = run(capsys, "figures", "--quick", "--out", tmp_path)
+    assert code == 0, out
+    for name in ("fig1", "fig3", "fig4", "posterior", "phase_weights"):
+        assert (tmp_path / f"{name}.png").exists(), name
+
+
 def test_installed_entry_point():
     exe = shutil.which("bayes-attn", path=str(Path(sys.executable).parent))
     assert exe is not None, "bayes-attn is not installed beside this Python"

@@ -22,6 +22,10 @@ def test_jump_points_on_a_planted_loop():
     jp = jump_points(ds)
     assert jp["threshold"] == pytest.approx(2.55)
     assert 4 < jp["up"] < 8 and 2 < jp["down"] < 4
+    assert jump_points(ds, min_jump=4.8) == jp
+    creep = ds.assign(qG=0.01 * np.log(ds.qG.P) + 0 * ds.qG)  # smooth, no jump
+    assert np.isfinite(jump_points(creep)["up"])  # the midpoint threshold is always crossed
+    assert np.isnan(jump_points(creep, min_jump=1.0)["up"])
 
 
 def test_sweep_warm_starts_and_records_both_directions():
@@ -84,7 +88,7 @@ def test_network_jumps_lie_between_the_spinodals():
     spinodals of the reduced theory (1164.1, 1303.8 at the paper preset)."""
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     ds = hysteresis_sweep(task, hyper, _NET_P, "softmax", 32, progress=False, **_NET)
-    jp = jump_points(ds)
+    jp = jump_points(ds, min_jump=1.0)  # Level 2 jumps by ~3 in aG
     assert 1164.1 <= jp["down"] <= jp["up"] <= 1303.8, jp
 
 

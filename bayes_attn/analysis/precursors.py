@@ -55,7 +55,6 @@ from bayes_attn.theory.boundaries import (
 
 __all__ = ["precursors"]
 
-_DROP = 40.0  # quadrature grids reach until the log-density is this far below its maximum
 _N_LINEAR = 801  # grid points per axis (2-D)
 _N_SOFTMAX = 20001
 

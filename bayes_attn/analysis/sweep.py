@@ -228,7 +228,7 @@ def _theory_point(cfg, pt, task, hyper):
     q = "cG" if pt["activation"] == "linear" else "aG"
     out["meta_q"] = getattr(meta, q) if meta else math.nan
     out["meta_loss"] = meta.loss if meta else math.nan
-    b = _boundaries(task.L, task.V, tuple(sorted(cfg.hyper.items())))
+    b = theory.phase_boundaries(task, hyper)  # cached per (task, hyper)
     lin = pt["activation"] == "linear"
     out["second_order"] = b.second_order if lin else math.nan
     out["crossover"] = b.crossover if lin else math.nan
@@ -236,18 +236,6 @@ def _theory_point(cfg, pt, task, hyper):
     out["spinodal_lower"] = math.nan if lin else b.spinodals[0]
     out["spinodal_upper"] = math.nan if lin else b.spinodals[1]
     return {k: ((), np.float64(v)) for k, v in out.items()}
-
-
-_BOUNDARIES: dict = {}
-
-
-def _boundaries(L, V, hyper_items):
-    from bayes_attn import theory
-
-    key = (L, V, hyper_items)
-    if key not in _BOUNDARIES:
-        _BOUNDARIES[key] = theory.phase_boundaries(CopyTask(L, V), Hyper(**dict(hyper_items)))
-    return _BOUNDARIES[key]
 
 
 def _model_args(opts, pt, task, hyper):

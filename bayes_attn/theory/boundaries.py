@@ -289,8 +289,12 @@ class PhaseBoundaries:
         return dataclasses.asdict(self)
 
 
+@functools.lru_cache(maxsize=64)
 def phase_boundaries(task, hyper) -> PhaseBoundaries:
     """Every phase boundary of the reduced theory for one task and set of scales.
+
+    Results are cached per (task, hyper), both immutable: the figures, the CLI and the sweeps ask
+    for the same preset many times.
 
     References
     ----------
