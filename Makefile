@@ -14,10 +14,10 @@ $(STAMP): pyproject.toml
 	touch $@
 
 test: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m pytest -q --durations=15
+	MPLBACKEND=Agg $(PY) -m pytest -q -n 2 --durations=15
 
 slow: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m pytest -q -m slow
+	MPLBACKEND=Agg $(PY) -m pytest -q -n 2 -m slow
 
 demo: $(STAMP)
 	MPLBACKEND=Agg $(VENV)/bin/bayes-attn theory

@@ -335,6 +335,7 @@ def sample(
 @click.option("--patience", type=click.IntRange(min=0), default=100, show_default=True)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default="adam.nc", show_default=True)
+@_distributed_options
 @click.pass_context
 def train(
     ctx,
@@ -353,12 +354,30 @@ def train(
     patience,
     seed,
     out,
+    coordinator,
+    num_processes,
+    process_id,
 ):
-    """Train an Adam ensemble to the MAP; write NetCDF and print the ensemble summary."""
-    from bayes_attn.inference import classify_minima, ensemble_summary, train_adam
+    """Train an Adam ensemble to the MAP; write NetCDF and print the ensemble summary.
+
+    With --num-processes N each process trains a contiguous share of the members (with the data,
+    weights and keys they have in a one-process run) into OUT.part-I-of-N.nc; process 0 waits for
+    the other parts (on a shared filesystem) and merges them into OUT.
+    """
+    from bayes_attn.distributed import initialize_distributed, process_share
+
+    info = initialize_distributed(coordinator, num_processes, process_id)
+    from bayes_attn.analysis.sweep import write_atomic
+    from bayes_attn.inference import classify_minima, ensemble_summary, merge_ensembles, train_adam
     from bayes_attn.theory import global_saddle
 
     task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
+    n, i = info.num_processes, info.process_id
+    if members < n:
+        raise click.BadParameter(
+            f"fewer members ({members}) than processes ({n})", param_hint="--members"
+        )
+    share = process_share(range(members), i, n)
     warm = int(0.1 * max_steps) if activation == "softmax" else 0
     ds = train_adam(
         task,
@@ -374,12 +393,37 @@ def train(
         max_steps=max_steps,
         patience=patience,
         progress_bar=ctx.obj["progress"],
+        member_range=(share[0], share[-1] + 1),
     )
-    ds = classify_minima(ds, theory_loss=global_saddle(task, hyper, P, activation).loss)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    ds.to_netcdf(out, engine="h5netcdf")
+    if n > 1:
+        parts = [Path(f"{out}.part-{k}-of-{n}.nc") for k in range(n)]
+        write_atomic(ds, parts[i])
+        if i != 0:
+            click.echo(f"process {i} of {n}: members {share[0]}..{share[-1]} in {parts[i]}")
+            return
+        ds = merge_ensembles(_wait_for_files(parts))
+    ds = classify_minima(ds, theory_loss=global_saddle(task, hyper, P, activation).loss)
+    write_atomic(ds, Path(out))
     log.info("wrote %s", out)
     click.echo(ensemble_summary(ds).to_dataframe().T.to_string())
+
+
+def _wait_for_files(paths, timeout: float = 7 * 24 * 3600.0):
+    """Process 0: wait until the other processes' files exist (written atomically); load them."""
+    import xarray as xr
+
+    deadline = time.monotonic() + timeout
+    while not all(p.exists() for p in paths):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {[str(p) for p in paths if not p.exists()]}")
+        log.info("waiting for the other processes' files")
+        time.sleep(1.0)
+    out = []
+    for p in paths:
+        with xr.open_dataset(p, engine="h5netcdf") as f:
+            out.append(f.load())
+    return out
 
 
 @cli.command()

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import arviz as az
+import numpy as np
 import pytest
 import xarray as xr
 
@@ -125,6 +126,7 @@ def test_installed_entry_point():
     assert proc.returncode == 2 and proc.stderr.startswith("bayes-attn: error: L must be")
 
 
+@pytest.mark.slow  # tests/test_distributed.py covers two processes in the default run
 def test_two_process_sweep_merges_to_the_single_process_file(tmp_path):
     """Two `bayes-attn sweep` processes on 127.0.0.1 (jax.distributed), merged by process 0."""
     import socket
@@ -153,3 +155,37 @@ def test_two_process_sweep_merges_to_the_single_process_file(tmp_path):
     single = tmp_path / "single.nc"
     assert main(["-q", *grid, "--out", str(single)]) == 0
     xr.testing.assert_identical(load_sweep(multi), load_sweep(single))
+
+
+@pytest.mark.slow  # tests/test_distributed.py covers two processes in the default run
+def test_two_process_train_merges_to_the_single_process_ensemble(tmp_path):
+    """`bayes-attn train` over two processes: each trains its share of the members (with the data,
+    weights and keys of a one-process run); process 0 merges the shares."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = str(Path(sys.executable).parent / "bayes-attn")
+    argv = ["train", "--L", "6", "--V", "3", "--P", "40", "--d-model", "8", "--members", "3"]
+    argv += ["--max-steps", "200", "--patience", "5"]  # early stopping at different steps
+    multi = tmp_path / "multi.nc"
+    procs = [
+        subprocess.Popen(
+            [exe, "-q", *argv, "--out", str(multi), "--coordinator", f"127.0.0.1:{port}"]
+            + ["--num-processes", "2", "--process-id", str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    single = tmp_path / "single.nc"
+    assert main(["-q", *argv, "--out", str(single)]) == 0
+    a = xr.open_dataset(multi, engine="h5netcdf").load()
+    b = xr.open_dataset(single, engine="h5netcdf").load()
+    assert a.sizes == b.sizes and list(a.member.values) == [0, 1, 2]
+    for name in ("train_loss", "objective", "cG", "stopped_at", "global_min"):
+        np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-9, err_msg=name)

@@ -4,9 +4,12 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # its theory is covered by test_cli.py and test_boundaries.py
 def test_demo_writes_every_file(tmp_path):
     out = tmp_path / "demo"
     res = subprocess.run(

@@ -462,7 +462,10 @@ def _store(ds: xr.Dataset, cfg: SweepConfig, index: tuple, result: dict) -> xr.D
     return ds
 
 
-def _write(ds: xr.Dataset, path: Path) -> None:
+def write_atomic(ds: xr.Dataset, path) -> None:
+    """Write ``ds`` to ``path`` (NetCDF, h5netcdf) through a temporary file and ``os.replace``:
+    a reader, or a kill at any moment, sees the old file or the new one, never a torn one."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     ds.to_netcdf(tmp, engine="h5netcdf")
     os.replace(tmp, path)
@@ -547,10 +550,10 @@ def run_sweep(
         for idx, pt in todo:
             bar.set_postfix({d: pt[d] for d in GRID if len(getattr(cfg, d)) > 1})
             ds = _store(ds, cfg, idx, compute_point(cfg, idx, pt))
-            _write(ds, path)
+            write_atomic(ds, path)
             bar.update()
     if not todo and not path.exists():
-        _write(ds, path)
+        write_atomic(ds, path)
     return ds
 
 
@@ -580,5 +583,5 @@ def merge_sweeps(paths, out=None) -> xr.Dataset:
             merged[name].values[...] = np.where(mask, ds[name].values, merged[name].values)
         merged["done"].values |= done
     if out is not None:
-        _write(merged, Path(out))
+        write_atomic(merged, Path(out))
     return merged

@@ -5,6 +5,7 @@ from bayes_attn.inference.adam import (
     classify_minima,
     early_stopping,
     ensemble_summary,
+    merge_ensembles,
     train_adam,
 )
 from bayes_attn.inference.memory import estimate_bytes, members_per_group, memory_limit
@@ -18,6 +19,7 @@ __all__ = [
     "classify_minima",
     "early_stopping",
     "ensemble_summary",
+    "merge_ensembles",
     "estimate_bytes",
     "initialize_distributed",
     "member_mesh",

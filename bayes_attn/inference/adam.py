@@ -236,6 +236,7 @@ def train_adam(
     progress_bar: bool = True,
     devices=None,
     memory_limit: int | str | None = None,
+    member_range: tuple[int, int] | None = None,
 ) -> xr.Dataset:
     """Train an ensemble of ``members`` networks to the MAP with Adam, one dataset per member.
 
@@ -271,6 +272,10 @@ def train_adam(
         device's ``bytes_limit`` (none on the CPU). When the ensemble's
         :func:`~bayes_attn.inference.memory.estimate_bytes` exceeds it, the members run in groups,
         one group after another, with the same results; ``MemoryError`` if one member does not fit.
+    member_range : (start, stop), optional
+        Train only members ``start .. stop - 1`` of the ensemble, with the data, initial weights
+        and random keys they have in the whole run (one process's share in a multi-host run; the
+        ``member`` coordinate keeps their ensemble indices).
 
     Returns
     -------
@@ -284,6 +289,10 @@ def train_adam(
     d_model = check_int("d_model", d_model, 1)
     P = check_int("P", P, 1)
     members = check_int("members", members, 1)
+    lo, hi = (0, members) if member_range is None else tuple(member_range)
+    lo, hi = check_int("member_range start", lo, 0), check_int("member_range stop", hi, 1)
+    if not lo < hi <= members:
+        raise ValueError(f"member_range must satisfy 0 <= start < stop <= members, got {lo, hi}")
     max_steps = check_int("max_steps", max_steps, 1)
     chunk = check_int("chunk", min(chunk, max_steps), 1)
     patience = check_int("patience", patience, 0)
@@ -296,7 +305,7 @@ def train_adam(
         task,
         d_model,
         P,
-        members,
+        hi - lo,
         limit=device_memory_limit(list(mesh.devices.flat), memory_limit),
         n_devices=mesh.size,
         factorized=factorized,
@@ -327,7 +336,7 @@ def train_adam(
         decay_steps=decay_steps,
         end_fraction=end_fraction,
     )
-    groups = [slice(a, min(a + group, members)) for a in range(0, members, group)]
+    groups = [slice(a, min(a + group, hi)) for a in range(lo, hi, group)]
     run_chunk = _chunk_program(opt, hyper, activation, P, task.L, batch_size, mesh)
     init_keys = jax.random.split(k_init, members)
 
@@ -428,8 +437,35 @@ def train_adam(
         bayes_attn_version=bayes_attn.__version__,
     )
     attrs.update(devices=mesh.size, member_groups=len(groups))  # how the run was laid out
-    coords = {"member": np.arange(members), "step": np.asarray(steps)}
+    attrs.update(members=members)
+    coords = {"member": np.arange(lo, hi), "step": np.asarray(steps)}
     return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def merge_ensembles(parts) -> xr.Dataset:
+    """Join the shares of one ensemble trained in several processes (``member_range``).
+
+    Every part must come from the same settings; together they must hold members 0 .. members-1
+    once each. A part whose members all stopped early has fewer recorded steps: its last record
+    is held up to the last step, which is what those members record in a one-process run.
+    """
+    parts = sorted(parts, key=lambda d: int(d.member[0]))
+    if not parts:
+        raise ValueError("parts must hold at least one ensemble share")
+    keep = ("member_groups", "devices")
+    ref = {k: v for k, v in parts[0].attrs.items() if k not in keep}
+    for d in parts[1:]:
+        if {k: v for k, v in d.attrs.items() if k not in keep} != ref:
+            raise ValueError("the parts were trained with different settings")
+    members = np.concatenate([d.member.values for d in parts])
+    if not np.array_equal(members, np.arange(ref["members"])):
+        raise ValueError(
+            f"the parts hold members {members.tolist()}, not 0 .. {ref['members'] - 1}"
+        )
+    steps = np.unique(np.concatenate([d.step.values for d in parts]))
+    parts = [d.reindex(step=steps, method="ffill") for d in parts]
+    out = xr.concat(parts, dim="member", combine_attrs="drop_conflicts")
+    return out.assign_attrs(ref)
 
 
 # --------------------------------------------------------------------------------------------------

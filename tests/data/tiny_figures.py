@@ -16,7 +16,7 @@ PROTOCOL = SweepConfig(
         level1=False,
     ),
 )
-GRID = dict(P=(1.0, 2e4, 12), L=(10, 25), V=(3, 5))
+GRID = dict(P=(1.0, 2e4, 12), L=(25,), V=(5,))
 
 
 def fig1(quick=False):
