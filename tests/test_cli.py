@@ -126,22 +126,18 @@ def test_installed_entry_point():
     assert proc.returncode == 2 and proc.stderr.startswith("bayes-attn: error: L must be")
 
 
-@pytest.mark.slow  # tests/test_distributed.py covers two processes in the default run
-def test_two_process_sweep_merges_to_the_single_process_file(tmp_path):
-    """Two `bayes-attn sweep` processes on 127.0.0.1 (jax.distributed), merged by process 0."""
+def _two_processes(argv, out):
+    """Run ``bayes-attn ARGV --out OUT`` as processes 0 and 1 of a jax.distributed job on
+    127.0.0.1; returns their (stdout, stderr)."""
     import socket
-
-    from bayes_attn.analysis.sweep import load_sweep
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     exe = str(Path(sys.executable).parent / "bayes-attn")
-    grid = ["sweep", "--kind", "theory", "--P", "50,400,2000", "--activation", "linear"]
-    multi = tmp_path / "multi.nc"
     procs = [
         subprocess.Popen(
-            [exe, "-q", *grid, "--out", str(multi), "--coordinator", f"127.0.0.1:{port}"]
+            [exe, "-q", *argv, "--out", str(out), "--coordinator", f"127.0.0.1:{port}"]
             + ["--num-processes", "2", "--process-id", str(i)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -151,41 +147,33 @@ def test_two_process_sweep_merges_to_the_single_process_file(tmp_path):
     ]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
+    return outs
+
+
+@pytest.mark.slow  # tests/test_distributed.py covers two processes in the default run
+def test_two_process_sweep_merges_to_the_single_process_file(tmp_path):
+    """Two `bayes-attn sweep` processes, each on its share of the points, merged by process 0."""
+    from bayes_attn.analysis.sweep import load_sweep
+
+    grid = ["sweep", "--kind", "theory", "--P", "50,400,2000", "--activation", "linear"]
+    outs = _two_processes(grid, tmp_path / "multi.nc")
     assert "merged 2 parts" in outs[0][0]
-    single = tmp_path / "single.nc"
-    assert main(["-q", *grid, "--out", str(single)]) == 0
-    xr.testing.assert_identical(load_sweep(multi), load_sweep(single))
+    assert main(["-q", *grid, "--out", str(tmp_path / "single.nc")]) == 0
+    xr.testing.assert_identical(
+        load_sweep(tmp_path / "multi.nc"), load_sweep(tmp_path / "single.nc")
+    )
 
 
 @pytest.mark.slow  # tests/test_distributed.py covers two processes in the default run
 def test_two_process_train_merges_to_the_single_process_ensemble(tmp_path):
     """`bayes-attn train` over two processes: each trains its share of the members (with the data,
     weights and keys of a one-process run); process 0 merges the shares."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = str(Path(sys.executable).parent / "bayes-attn")
     argv = ["train", "--L", "6", "--V", "3", "--P", "40", "--d-model", "8", "--members", "3"]
     argv += ["--max-steps", "200", "--patience", "5"]  # early stopping at different steps
-    multi = tmp_path / "multi.nc"
-    procs = [
-        subprocess.Popen(
-            [exe, "-q", *argv, "--out", str(multi), "--coordinator", f"127.0.0.1:{port}"]
-            + ["--num-processes", "2", "--process-id", str(i)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(2)
-    ]
-    outs = [p.communicate(timeout=600) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
-    single = tmp_path / "single.nc"
-    assert main(["-q", *argv, "--out", str(single)]) == 0
-    a = xr.open_dataset(multi, engine="h5netcdf").load()
-    b = xr.open_dataset(single, engine="h5netcdf").load()
+    _two_processes(argv, tmp_path / "multi.nc")
+    assert main(["-q", *argv, "--out", str(tmp_path / "single.nc")]) == 0
+    a = xr.open_dataset(tmp_path / "multi.nc", engine="h5netcdf").load()
+    b = xr.open_dataset(tmp_path / "single.nc", engine="h5netcdf").load()
     assert a.sizes == b.sizes and list(a.member.values) == [0, 1, 2]
     for name in ("train_loss", "objective", "cG", "stopped_at", "global_min"):
         np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-9, err_msg=name)
