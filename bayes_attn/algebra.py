@@ -139,6 +139,13 @@ def fold_sign(c1, cG):
     return s * c1, s * cG
 
 
+def fold_attention(A, c1, cG):
+    """Fold attention patterns (..., L, L) with order parameters (c1, cG) of shape (...) onto the
+    branch of :func:`fold_sign` (A -> -A where c1 + cG < 0)."""
+    s = jnp.where(jnp.asarray(c1) + jnp.asarray(cG) < 0, -1.0, 1.0)
+    return s[..., None, None] * jnp.asarray(A)
+
+
 # --------------------------------------------------------------------------------------------------
 # Softmax change of variables
 

@@ -270,7 +270,7 @@ def sample(
 ):
     """Sample a posterior with NUTS, SGLD or tempered SMC; write NetCDF and print diagnostics."""
     from bayes_attn.analysis import diagnose
-    from bayes_attn.analysis.sweep import _model_args
+    from bayes_attn.analysis.sweep import model_at_level
     from bayes_attn.inference import run_nuts, run_sgld, run_smc
 
     task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
@@ -280,7 +280,7 @@ def sample(
         include_logdet=False,
         batch_size=batch_size if sampler == "sgld" else None,
     )
-    model, args, kw = _model_args(
+    model, args, kw = model_at_level(
         opts, {"activation": activation, "P": P, "seed": seed}, task, hyper
     )
     progress = ctx.obj["progress"]
@@ -409,16 +409,25 @@ def train(
     click.echo(ensemble_summary(ds).to_dataframe().T.to_string())
 
 
-def _wait_for_files(paths, timeout: float = 7 * 24 * 3600.0):
+def _wait_until(ready, timeout: float = 7 * 24 * 3600.0) -> None:
+    """Process 0: poll ``ready() -> (finished, status)`` every second until the other processes
+    are finished (``status`` says how far they are, for the log and the timeout error)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        finished, status = ready()
+        if finished:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for the other processes: {status}")
+        log.info("waiting for the other processes: %s", status)
+        time.sleep(1.0)
+
+
+def _wait_for_files(paths):
     """Process 0: wait until the other processes' files exist (written atomically); load them."""
     import xarray as xr
 
-    deadline = time.monotonic() + timeout
-    while not all(p.exists() for p in paths):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {[str(p) for p in paths if not p.exists()]}")
-        log.info("waiting for the other processes' files")
-        time.sleep(1.0)
+    _wait_until(lambda: (all(p.exists() for p in paths), [str(p) for p in paths if not p.exists()]))
     out = []
     for p in paths:
         with xr.open_dataset(p, engine="h5netcdf") as f:
@@ -512,26 +521,24 @@ def sweep(
     )
 
 
-def _wait_and_merge(cfg, parts, out, timeout: float = 7 * 24 * 3600.0):
+def _wait_and_merge(cfg, parts, out):
     """Process 0: wait until every part holds its share of the points, then merge them."""
     from bayes_attn.analysis.sweep import SweepFileError, load_sweep, merge_sweeps
 
-    n, total = len(parts), sum(1 for _ in cfg.points())
+    n, total = len(parts), math.prod(cfg.shape)
     share = [len(range(k, total, n)) for k in range(n)]
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def ready():
         done = []
         for path in parts:
             try:
                 done.append(int(load_sweep(path)["done"].sum()) if path.exists() else 0)
             except SweepFileError:  # being replaced at this instant; look again
                 done.append(-1)
-        if done == share:
-            return merge_sweeps(parts, out)
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for the other processes: {done} of {share}")
-        log.info("waiting for the other processes: %s of %s points", done, share)
-        time.sleep(1.0)
+        return done == share, f"{done} of {share} points"
+
+    _wait_until(ready)
+    return merge_sweeps(parts, out)
 
 
 def _parse_option(text: str):

@@ -12,6 +12,7 @@ import arviz as az
 import numpy as np
 import pandas as pd
 
+from bayes_attn.algebra import fold_sign
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 
 
@@ -67,6 +68,20 @@ def _chain_groups(means: np.ndarray, ses: np.ndarray, z: float) -> list[list[int
             groups.append([])
         groups[-1].append(int(cur))
     return groups
+
+
+def fold_posterior(idata):
+    """A copy of ``idata`` whose linear order parameters ``c1``, ``cG`` are folded, draw by draw,
+    onto the Z2 branch c1 + cG >= 0 (:func:`bayes_attn.algebra.fold_sign`); the two images of the
+    ordered phase then count as one. Posteriors without both variables come back unchanged."""
+    post = idata.posterior
+    if "c1" not in post or "cG" not in post:
+        return idata
+    out = idata.copy()
+    c1, cG = fold_sign(post["c1"].values, post["cG"].values)
+    out.posterior["c1"] = (post["c1"].dims, np.asarray(c1))
+    out.posterior["cG"] = (post["cG"].dims, np.asarray(cG))
+    return out
 
 
 def diagnose(idata, var_names=None, *, rhat_max: float = 1.01, z: float = 5.0) -> Diagnosis:

@@ -108,11 +108,10 @@ def _one_point(ds: xr.Dataset) -> xr.Dataset:
 def _attention_and_loss(spec, ctx):
     proto = _one_point(ctx.sweep("protocol", spec["sweeps"]["protocol"]))
     L = int(proto.L)
-    c1 = proto.theory_c1.values[..., None, None]
-    cG = proto.theory_cG.values[..., None, None]
-    A = (c1 * np.ones((L, L)) + cG * np.asarray(algebra.shift_matrix(L))) / L
+    # for softmax the theory's (a1, aG) are the coefficients of the same J, G* pattern
+    A = algebra.reduced_attention(proto.theory_c1.values, proto.theory_cG.values, L)
     attn = xr.DataArray(
-        A,
+        np.asarray(A),
         dims=("activation", "P", "query", "key"),
         coords={"activation": proto.activation, "P": proto.P},
     )
@@ -135,6 +134,7 @@ def _transition(spec, ctx):
 
 
 def _posterior(spec, ctx):
+    from bayes_attn.analysis.diagnostics import fold_posterior
     from bayes_attn.inference import run_nuts, run_smc
     from bayes_attn.models import order_param_model
 
@@ -160,9 +160,7 @@ def _posterior(spec, ctx):
                     progress_bar=False,
                     **spec["nuts"],
                 )
-                c1, cG = algebra.fold_sign(idata.posterior.c1.values, idata.posterior.cG.values)
-                idata.posterior["c1"] = (("chain", "draw"), np.asarray(c1))
-                idata.posterior["cG"] = (("chain", "draw"), np.asarray(cG))
+                idata = fold_posterior(idata)
             az.to_netcdf(idata, ctx.out / f"posterior_{act}_{k}.nc")
             sd = theory.global_saddle(task, hyper, P, act)
             refs[act].append(sd.cG if act == "linear" else sd.aG)

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
-from bayes_attn.inference.adam import DECAYS, classify_minima, train_adam
+from bayes_attn.inference.adam import DECAYS, classify_minima, final_state, train_adam
 from bayes_attn.inference.sgld import SGLD
 from bayes_attn.inference.sharding import sharded_map
 from bayes_attn.models.network import forward, loss_per_token, network_model
@@ -230,20 +230,14 @@ def protocol_point(cfg: ProtocolConfig, hyper: Hyper, i: int, j: int, *, progres
     sd = global_saddle(task, hyper, P, act)
     ds = classify_minima(ds, theory_loss=sd.loss, rtol=cfg.rtol)
     seconds["adam"] = time.perf_counter() - t0
-    final = ds.isel(step=-1)
-    q1, qG = (final.c1, final.cG) if not soft else (final.a1, final.aG)
-    q1, qG = np.asarray(q1), np.asarray(qG)
-    A_bar = np.asarray(final.A_bar)
-    if not soft:
-        A_bar = A_bar * np.where(q1 + qG < 0, -1.0, 1.0)[:, None, None]
-        q1, qG = algebra.fold_sign(q1, qG)
+    fin = final_state(ds)
     out = {
-        "adam_c1": q1,
-        "adam_cG": qG,
-        "adam_train_loss": np.asarray(final.train_loss),
-        "adam_test_loss": np.asarray(final.test_loss),
-        "adam_token_residual": np.asarray(final.token_residual),
-        "adam_A_bar": A_bar,
+        "adam_c1": fin["q1"],
+        "adam_cG": fin["qG"],
+        "adam_train_loss": fin["train_loss"],
+        "adam_test_loss": fin["test_loss"],
+        "adam_token_residual": fin["token_residual"],
+        "adam_A_bar": fin["A_bar"],
         "global_min": np.asarray(ds.global_min),
     }
     obj = ds.objective.values  # convergence: relative change over the last chunk
@@ -251,8 +245,7 @@ def protocol_point(cfg: ProtocolConfig, hyper: Hyper, i: int, j: int, *, progres
     if obj.shape[1] > 1:
         drift = (obj[:, -2] - obj[:, -1]) / np.abs(obj[:, -1])
     out["adam_drift"] = drift
-    stopped = np.asarray(ds.stopped_at)
-    out["adam_steps"] = np.where(stopped >= 0, stopped, int(ds.step[-1]))
+    out["adam_steps"] = fin["steps"]
 
     t0 = time.perf_counter()
     params = {n: jnp.asarray(ds[n].values) for n in ("W_emb", "p", "W_G", "W_O")}

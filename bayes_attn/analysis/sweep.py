@@ -35,7 +35,6 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 import bayes_attn
-from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.task import CopyTask, Hyper
 
@@ -238,8 +237,9 @@ def _theory_point(cfg, pt, task, hyper):
     return {k: ((), np.float64(v)) for k, v in out.items()}
 
 
-def _model_args(opts, pt, task, hyper):
-    """The model of the level and its arguments; datasets come from the point's seed."""
+def model_at_level(opts, pt, task, hyper):
+    """The NumPyro model of ``opts["level"]`` (reduced, kernel or network) with its arguments and
+    keyword arguments at the point ``pt`` (activation, P, seed); a dataset is drawn from the seed."""
     from bayes_attn import models
 
     act, P = pt["activation"], pt["P"]
@@ -257,31 +257,23 @@ def _model_args(opts, pt, task, hyper):
     return models.network_model, (task, hyper, tokens, act, int(opts["d_model"])), kw
 
 
-def _summary_point(idata, activation):
-    import arviz as az
+_STATS = {"mean": "mean", "sd": "sd", "mcse": "mcse_mean", "r_hat": "r_hat", "ess": "ess_bulk"}
 
-    post = idata.posterior
-    out = {}
-    for q in ORDER:
-        for stat in ("mean", "sd", "mcse", "r_hat", "ess"):
-            out[f"{q}_{stat}"] = math.nan
-    names = [q for q in (("c1", "cG") if activation == "linear" else ("a1", "aG")) if q in post]
-    if names:
-        s = az.summary(idata, var_names=names, kind="all", round_to="none")
-        for q in names:
-            x = np.asarray(post[q])
-            if activation == "linear" and "c1" in post:  # the Z2 fold, per draw
-                x = np.asarray(algebra.fold_sign(np.asarray(post["c1"]), np.asarray(post["cG"])))[
-                    ("c1", "cG").index(q)
-                ]
-            out[f"{q}_mean"] = float(x.mean())
-            out[f"{q}_sd"] = float(x.std())
-            out[f"{q}_mcse"] = float(s.loc[q, "mcse_mean"])
-            out[f"{q}_r_hat"] = float(s.loc[q, "r_hat"])
-            out[f"{q}_ess"] = float(s.loc[q, "ess_bulk"])
+
+def _summary_point(idata, activation):
+    """Posterior summaries of the order parameters (linear: of the Z2-folded draws)."""
+    from bayes_attn.analysis.diagnostics import diagnose, fold_posterior
+
+    out = {f"{q}_{stat}": math.nan for q in ORDER for stat in _STATS}
+    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    names = [q for q in names if q in idata.posterior]
     div = math.nan
-    if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
-        div = float(np.asarray(idata.sample_stats["diverging"]).sum())
+    if names:
+        d = diagnose(fold_posterior(idata), var_names=names)
+        for q in names:
+            out.update({f"{q}_{stat}": float(d.table.loc[q, col]) for stat, col in _STATS.items()})
+        if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
+            div = float(d.divergences)
     out["divergences"] = div
     return {k: ((), np.float64(v)) for k, v in out.items()}
 
@@ -290,7 +282,7 @@ def _nuts_point(cfg, pt, task, hyper):
     from bayes_attn.inference import run_nuts
 
     o = cfg.options
-    model, args, kw = _model_args(o, pt, task, hyper)
+    model, args, kw = model_at_level(o, pt, task, hyper)
     idata = run_nuts(
         model,
         *args,
@@ -308,7 +300,7 @@ def _sgld_point(cfg, pt, task, hyper):
     from bayes_attn.inference import run_sgld
 
     o = cfg.options
-    model, args, kw = _model_args(o, pt, task, hyper)
+    model, args, kw = model_at_level(o, pt, task, hyper)
     idata = run_sgld(
         model,
         *args,
@@ -325,12 +317,6 @@ def _sgld_point(cfg, pt, task, hyper):
     return out
 
 
-def fold_attention(A_bar, c1, cG):
-    """Z2-fold linear attention patterns (member, L, L) onto c1 + cG >= 0, like ``fold_sign``."""
-    s = np.where(np.asarray(c1) + np.asarray(cG) < 0, -1.0, 1.0)
-    return np.asarray(A_bar) * s[:, None, None]
-
-
 def _pad_attention(A, L_max):
     out = np.full(A.shape[:-2] + (L_max, L_max), np.nan)
     out[..., : A.shape[-2], : A.shape[-1]] = A
@@ -339,6 +325,7 @@ def _pad_attention(A, L_max):
 
 def _adam_point(cfg, pt, task, hyper):
     from bayes_attn.inference import classify_minima, train_adam
+    from bayes_attn.inference.adam import final_state
     from bayes_attn.theory import global_saddle
 
     o, act, P = cfg.options, pt["activation"], pt["P"]
@@ -360,24 +347,17 @@ def _adam_point(cfg, pt, task, hyper):
         progress_bar=False,
     )
     ds = classify_minima(ds, theory_loss=global_saddle(task, hyper, P, act).loss, rtol=o["rtol"])
-    final = ds.isel(step=-1)
+    fin = final_state(ds)
     m = ("member",)
     out = {q: (m, np.full(o["members"], np.nan)) for q in ORDER}
-    A = np.asarray(final.A_bar)
-    if soft:
-        out["a1"], out["aG"] = (m, np.asarray(final.a1)), (m, np.asarray(final.aG))
-    else:
-        c1, cG = np.asarray(final.c1), np.asarray(final.cG)
-        A = fold_attention(A, c1, cG)
-        f1, fG = algebra.fold_sign(c1, cG)
-        out["c1"], out["cG"] = (m, np.asarray(f1)), (m, np.asarray(fG))
-    stopped = np.asarray(ds.stopped_at)
+    names = ("a1", "aG") if soft else ("c1", "cG")
+    out[names[0]], out[names[1]] = (m, fin["q1"]), (m, fin["qG"])
     out.update(
-        train_loss=(m, np.asarray(final.train_loss)),
-        test_loss=(m, np.asarray(final.test_loss)),
+        train_loss=(m, fin["train_loss"]),
+        test_loss=(m, fin["test_loss"]),
         global_min=(m, np.asarray(ds.global_min, float)),
-        steps=(m, np.where(stopped >= 0, stopped, int(ds.step[-1])).astype(float)),
-        A_bar=(m + ("query", "key"), _pad_attention(A, max(cfg.L))),
+        steps=(m, fin["steps"].astype(float)),
+        A_bar=(m + ("query", "key"), _pad_attention(fin["A_bar"], max(cfg.L))),
     )
     return out
 
@@ -543,7 +523,7 @@ def run_sweep(
         for k, (idx, pt) in enumerate(cfg.points())
         if k % num_processes == process_id and not ds["done"].values[idx]
     ]
-    mine = sum(1 for k in range(math.prod(cfg.shape)) if k % num_processes == process_id)
+    mine = len(range(process_id, math.prod(cfg.shape), num_processes))  # points of this process
     if len(todo) < mine:
         log.info("resuming %s: %d of %d points already done", path, mine - len(todo), mine)
     with tqdm(total=mine, initial=mine - len(todo), disable=not progress, desc=cfg.kind) as bar:

@@ -442,6 +442,34 @@ def train_adam(
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
+def final_state(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    """The final observables of each member of a :func:`train_adam` ensemble.
+
+    Returns ``q1``, ``qG`` (c1, cG folded onto the branch c1 + cG >= 0 of
+    :func:`~bayes_attn.algebra.fold_sign` for linear attention; a1, aG for softmax), ``A_bar``
+    (member, L, L; folded alike), ``train_loss``, ``test_loss``, ``token_residual`` and ``steps``
+    (where early stopping stopped, else the last step).
+    """
+    final = ds.isel(step=-1)
+    A_bar = np.asarray(final.A_bar)
+    if ds.attrs["activation"] == "linear":
+        c1, cG = np.asarray(final.c1), np.asarray(final.cG)
+        A_bar = np.asarray(algebra.fold_attention(A_bar, c1, cG))
+        q1, qG = (np.asarray(q) for q in algebra.fold_sign(c1, cG))
+    else:
+        q1, qG = np.asarray(final.a1), np.asarray(final.aG)
+    stopped = np.asarray(ds.stopped_at)
+    return dict(
+        q1=q1,
+        qG=qG,
+        A_bar=A_bar,
+        train_loss=np.asarray(final.train_loss),
+        test_loss=np.asarray(final.test_loss),
+        token_residual=np.asarray(final.token_residual),
+        steps=np.where(stopped >= 0, stopped, int(ds.step[-1])),
+    )
+
+
 def merge_ensembles(parts) -> xr.Dataset:
     """Join the shares of one ensemble trained in several processes (``member_range``).
 
