@@ -2,7 +2,12 @@
 
 from bayes_attn.analysis import plots
 from bayes_attn.analysis.diagnostics import Diagnosis, diagnose
-from bayes_attn.analysis.hysteresis import hysteresis_sweep, jump_points, theory_sweep
+from bayes_attn.analysis.hysteresis import (
+    hysteresis_sweep,
+    jump_points,
+    orthonormal_start,
+    theory_sweep,
+)
 from bayes_attn.analysis.modes import WeightCrossing, modes, phase_weights, weight_crossing
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_boundary, phase_occupancy
 from bayes_attn.analysis.precursors import precursors
@@ -15,6 +20,7 @@ __all__ = [
     "hysteresis_sweep",
     "jump_points",
     "modes",
+    "orthonormal_start",
     "phase_boundary",
     "phase_occupancy",
     "phase_weights",

@@ -5,8 +5,13 @@ nested and each P starts from the previous P's solution. Going up, a network in 
 stays there until that phase stops being a minimum (the upper spinodal); going down, the strong-copy
 phase survives to the lower spinodal. The two jump points should bracket the theory's first-order
 P*, between its spinodals (THEORY.md fact 6, metastability). Measured at the paper preset
-(docs/validation.md, "Hysteresis loop"): networks of width 32 with 300 Adam steps per P show
-hysteresis, but a far wider loop (no up-jump up to P = 3000, down-jump between 600 and 300).
+(docs/validation.md, "Hysteresis loop"): networks of width 32 with their embeddings frozen at an
+orthonormal basis (:func:`orthonormal_start`, ``train_embeddings=False``: the objective is then the
+Level-1 action on the data), 300 Adam steps per P, jump up between P = 1250 and 1300 and down
+between 1200 and 1100, against the Level-2 spinodals 1303.8 and 1164.1 (P* = 1212.4). With trained
+embeddings the joint MAP has no copy component and the loop is far wider (no up-jump up to
+P = 3000, down-jump between 600 and 300); with embeddings at a prior draw (d = 256) the random Gram
+closes the loop to within one grid step of 50.
 
 :func:`theory_sweep` is the same protocol on the reduced (Level-2) action: warm-started damped
 Newton descent in the Gaussian coordinate, swept up and down in P. It is deterministic and exact:
@@ -31,6 +36,7 @@ from tqdm.auto import tqdm
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive_array
 from bayes_attn.inference.adam import train_adam
+from bayes_attn.models.network import init_params
 from bayes_attn.theory import _newton
 from bayes_attn.theory.action import Scales, scales
 from bayes_attn.theory.boundaries import _softmax_grid_minima, global_path
@@ -48,6 +54,7 @@ def hysteresis_sweep(
     *,
     members: int = 4,
     seed: int = 0,
+    init: dict | None = None,
     progress: bool = True,
     **adam_kwargs,
 ) -> xr.Dataset:
@@ -55,7 +62,10 @@ def hysteresis_sweep(
 
     Returns a Dataset over (direction = "up"/"down", P, member) with the final order parameters
     (``q1``, ``qG``: (a1, aG) for softmax, (c1, cG) for linear) and the train loss per token.
-    ``adam_kwargs`` go to :func:`bayes_attn.inference.train_adam` (lr, max_steps, patience, ...).
+    ``init`` is the start at the smallest P (weights with a leading member axis, e.g.
+    :func:`orthonormal_start`; default a prior draw). ``adam_kwargs`` go to
+    :func:`bayes_attn.inference.train_adam` (lr, max_steps, patience, train_embeddings, ...); with
+    ``train_embeddings=False`` the embeddings of ``init`` (or of the prior draw) stay fixed all along.
     """
     check_activation(activation)
     Ps = sorted(check_int("P", P, 1) for P in Ps)
@@ -65,7 +75,7 @@ def hysteresis_sweep(
     )
     names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
     out = {k: np.full((2, len(Ps), members), np.nan) for k in ("q1", "qG", "train_loss")}
-    init = None
+    start = "prior" if init is None else "given"
     order = [(0, j) for j in range(len(Ps))] + [(1, j) for j in reversed(range(len(Ps)))]
     for direction, j in tqdm(order, disable=not progress, desc=f"hysteresis {activation}"):
         ds = train_adam(
@@ -97,8 +107,34 @@ def hysteresis_sweep(
             "L": task.L,
             "V": task.V,
             "order_parameter": names[1],
+            "start": start,
+            "train_embeddings": int(adam_kwargs.get("train_embeddings", True)),
         },
     )
+
+
+def orthonormal_start(task, hyper, d_model: int, members: int, seed: int = 0) -> dict:
+    """The prior draw :func:`~bayes_attn.inference.train_adam` starts from (same keys), with the
+    embeddings W = [W_emb | p] (d x (V + L)) replaced by sqrt(d) times the orthonormal basis of their
+    span (QR), so that their Gram W^T W / d is exactly the identity.
+
+    Held fixed (``train_embeddings=False``), such embeddings make the network's objective the Level-1
+    action on its dataset at any width d >= V + L, without the finite-width shift of a random Gram
+    (E g^-1 = d / (d - V - L - 1) for a prior draw; docs/validation.md, "Hysteresis loop").
+    Returns the weights with a leading member axis, for ``init``.
+    """
+    n = task.V + task.L
+    d_model = check_int("d_model", d_model, n)
+    members = check_int("members", members, 1)
+    k_init = jax.random.split(jax.random.key(seed), 4)[2]  # train_adam's key of the initial draw
+    keys = jax.random.split(k_init, members)
+    draw = jax.vmap(lambda k: init_params(k, task, hyper, d_model))(keys)
+    W = jnp.concatenate([draw["W_emb"], draw["p"]], axis=-1)  # (members, d, n)
+    Q, R = jnp.linalg.qr(W)
+    Q = Q * jnp.sign(jnp.diagonal(R, axis1=-2, axis2=-1))[:, None, :]  # unique: diag(R) > 0
+    W = d_model**0.5 * Q
+    draw = {**draw, "W_emb": W[..., : task.V], "p": W[..., task.V :]}
+    return {k: np.asarray(v) for k, v in draw.items()}
 
 
 def jump_points(

@@ -1,50 +1,52 @@
 """Numbers in docs/validation.md "Hysteresis loop": warm-started Adam networks at the paper preset.
 
-Softmax, L = 25, V = 5, d_model = 32, 2 members, Adam lr 1e-2, 300 steps per P (patience off), seed 0;
-each member trains on the first P sequences of one pool of 3000, warm-started from the previous P.
-* up: ``hysteresis_sweep`` over P = 800 ... 3000 (its down leg follows from the up leg's endpoint);
-* down A: a fresh strong-copy solution at P = 3000 (600 steps), then 2000, 1500, 1300, 1200, 1100, 1000;
-* down B: the same start, then 1000, 600, 300, 150, 50.
-Run: ``.venv/bin/python docs/scripts/hysteresis_network.py`` (~45 min on two CPU cores).
+Softmax, L = 25, V = 5, 2 members, Adam lr 1e-2 constant, early stopping off, seed 0, embeddings
+frozen (``train_embeddings=False``); each member trains on the first P sequences of one pool of
+max(Ps) sequences, warm-started from the previous P (``hysteresis_sweep``), up the grid and back down.
+
+* ``test``: width 32, embeddings at an orthonormal basis (``orthonormal_start``: Gram = identity, so
+  the objective is the Level-1 action on the member's data), P = 1100 ... 1350 in steps of 50, 300
+  steps per P: the run of ``test_network_jumps_lie_between_the_spinodals`` (~4 min on two CPU cores);
+* ``wide``: the same embeddings and data on P = 1000 ... 1500, 400 steps per P (~8 min);
+* ``prior``: width 256, embeddings at their prior draw (random Gram, E g^-1 = d / (d - n - 1) = 1.14),
+  P = 1050 ... 1600, 300 steps per P (~8 min).
+
+Run: ``.venv/bin/python docs/scripts/hysteresis_network.py [test|wide|prior ...]`` (default: all).
 """
 
-import jax
+import sys
+
+import numpy as np
 
 import bayes_attn as ba
-from bayes_attn.analysis.hysteresis import hysteresis_sweep, jump_points
-from bayes_attn.inference.adam import train_adam
+from bayes_attn.analysis.hysteresis import hysteresis_sweep, jump_points, orthonormal_start
+from bayes_attn.theory.boundaries import phase_boundaries
 
 task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
-NET = dict(members=2, seed=0, lr=1e-2, patience=10**6)
-Ps = [800, 1000, 1100, 1200, 1300, 1500, 2000, 3000]
+NET = dict(members=2, seed=0, lr=1e-2, patience=10**6, train_embeddings=False, progress=False)
+RUNS = {
+    "test": (32, "orthonormal", [1100, 1150, 1200, 1250, 1300, 1350], 300),
+    "wide": (32, "orthonormal", [1000, 1050, 1100, 1150, 1200, 1250, 1300, 1350, 1400, 1500], 400),
+    "prior": (256, "prior", [1050, 1100, 1150, 1200, 1250, 1300, 1350, 1400, 1500, 1600], 300),
+}
 
-ds = hysteresis_sweep(task, hyper, Ps, "softmax", 32, max_steps=300, **NET)
-print("up sweep aG:", ds.qG.sel(direction="up").values.round(4).tolist())
-print("train loss:", ds.train_loss.sel(direction="up").values.round(4).tolist())
-print("jump points:", jump_points(ds))
-
-pool = jax.vmap(lambda k: task.sample(k, 3000))(jax.random.split(jax.random.key(0), 2))
-for name, path in (
-    ("A", [3000, 2000, 1500, 1300, 1200, 1100, 1000]),
-    ("B", [3000, 1000, 600, 300, 150, 50]),
-):
-    init = None
-    for j, P in enumerate(path):
-        run = train_adam(
-            task,
-            hyper,
-            "softmax",
-            32,
-            P,
-            tokens=pool[:, :P],
-            init=init,
-            return_params=True,
-            progress_bar=False,
-            max_steps=600 if j == 0 else 300,
-            **NET,
-        )
-        init = {n: run[n].values for n in ("W_emb", "p", "W_G", "W_O")}
-        last = run.isel(step=-1)
-        print(
-            f"down {name}: P = {P}: aG = {last.aG.values.round(3)}, loss {last.train_loss.values}"
-        )
+pb = phase_boundaries(task, hyper)
+print(f"Level 2: spinodals {pb.spinodals[0]:.1f}, {pb.spinodals[1]:.1f}; P* {pb.first_order:.1f}")
+for name in sys.argv[1:] or list(RUNS):
+    d, emb, Ps, steps = RUNS[name]
+    init = (
+        orthonormal_start(task, hyper, d, NET["members"], NET["seed"]) if emb != "prior" else None
+    )
+    ds = hysteresis_sweep(task, hyper, Ps, "softmax", d, init=init, max_steps=steps, **NET)
+    print(f"\n{name}: d = {d}, {emb} embeddings, {steps} steps per P")
+    for direction in ("up", "down"):
+        q = ds.qG.sel(direction=direction)
+        for P in ds.P.values:
+            print(f"  {direction:4s} P = {P}: aG = {np.round(q.sel(P=P).values, 3).tolist()}")
+        # per member: the grid cell of its jump (first change of phase met along the sweep)
+        strong = q.values > 0.5 * (float(ds.qG.min()) + float(ds.qG.max()))
+        for m in range(strong.shape[1]):
+            k = np.nonzero(strong[1:, m] != strong[:-1, m])[0]
+            cell = "none" if k.size == 0 else Ps[k[0] if direction == "up" else k[-1] :][:2]
+            print(f"  {direction} jump of member {m}: between P = {cell}")
+    print("  jump_points (ensemble median):", jump_points(ds, min_jump=1.0))
