@@ -40,6 +40,25 @@ def test_sweep_warm_starts_and_records_both_directions():
     assert np.allclose(np.abs(top_up), np.abs(top_down), rtol=0.2, atol=0.05)
 
 
+def test_sweep_sgld_from_adam_keeps_adam_and_the_frozen_embeddings():
+    """SGLD runs from each Adam solution without changing the Adam sweep; ``jump_points`` reads
+    the SGLD means with ``var``."""
+    task, hyper = ba.CopyTask(L=6, V=3), ba.Hyper.paper().replace(sigma2=5.0)
+    kw = dict(members=2, lr=1e-2, max_steps=100, progress=False, train_embeddings=False)
+    plain = hysteresis_sweep(task, hyper, [2, 50], "linear", 8, **kw)
+    ds = hysteresis_sweep(task, hyper, [2, 50], "linear", 8, sgld_steps=20, sgld_warmup=5, **kw)
+    xr.testing.assert_identical(ds.qG, plain.qG)  # the next P starts from Adam, not from SGLD
+    for k in ("sgld_q1", "sgld_qG", "sgld_qG_sd", "sgld_train_loss"):
+        assert np.all(np.isfinite(ds[k].values)), k
+    assert ds.attrs["sgld_steps"] == 20 and ds.attrs["sgld_step"] == pytest.approx(5e-4 / 8)
+    # near the Adam solution: the chain is short and its step small
+    assert np.allclose(ds.sgld_train_loss, ds.train_loss, rtol=0.2)
+    jp = jump_points(ds, var="sgld_qG")
+    assert set(jp) == {"up", "down", "threshold"}
+    with pytest.raises(KeyError):
+        jump_points(plain, var="sgld_qG")
+
+
 def test_level2_loop_jumps_at_the_spinodals():
     """Warm-started descent on the reduced softmax action keeps each phase until it stops being a
     minimum: ``jump_points`` must find the up-jump in the grid cell holding the upper spinodal and
@@ -80,20 +99,45 @@ def _level2_spinodals():
     return phase_boundaries(ba.CopyTask.paper(), ba.Hyper.paper()).spinodals
 
 
+# SGLD at every P from each member's Adam solution (same frozen embeddings), temperature 1, the
+# protocol's step 5e-4 / d, full batch: 100 discarded steps, then the mean over 200 draws.
+_SGLD = dict(sgld_warmup=100, sgld_steps=200)
+
+
+@pytest.fixture(scope="module")
+def network_loop():
+    """The sweep of docs/scripts/hysteresis_network.py ``test``, Adam and SGLD (~6.5 min on two
+    idle CPU cores, 8.3 min measured on two busy ones; shared by the two tests below)."""
+    from bayes_attn.analysis.hysteresis import orthonormal_start
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    init = orthonormal_start(task, hyper, 32, _NET["members"], _NET["seed"])
+    return hysteresis_sweep(
+        task, hyper, _NET_P, "softmax", 32, init=init, progress=False, **_SGLD, **_NET
+    )
+
+
+def _assert_jumps_bracket_the_spinodals(ds, var):
+    lower, upper = _level2_spinodals()
+    jp = jump_points(ds, min_jump=1.0, var=var)
+    Ps = np.asarray(_NET_P, float)
+    for direction in ("up", "down"):
+        i = np.searchsorted(Ps, jp[direction])  # the jump lies in the cell (Ps[i - 1], Ps[i])
+        assert 0 < i < len(Ps), (var, direction, jp)
+        assert Ps[i] > lower and Ps[i - 1] < upper, (var, direction, jp[direction], (lower, upper))
+    assert jp["down"] < jp["up"], (var, jp)
+
+
 @pytest.mark.slow
-def test_network_jumps_lie_between_the_spinodals():
-    """~4 min on two CPU cores. The warm-started network loop is closed outside the Level-2
+def test_network_jumps_lie_between_the_spinodals(network_loop):
+    """The warm-started network loop is closed outside the Level-2
     spinodals (1164.1, 1303.8) and open inside them, and the ensemble-median jump points
     (``jump_points``) lie in grid cells that overlap the spinodal window, the down-jump below the
     up-jump. Resolution: the grid step, 50 in P; no tolerance beyond it. Measured: up-jump between
     1250 and 1300 for both members, down-jump between 1200 and 1150 (member 0) and between 1150 and
     1100 (member 1, whose own lower spinodal lies below Level 2's by up to 5%)."""
-    from bayes_attn.analysis.hysteresis import orthonormal_start
-
-    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    ds = network_loop
     lower, upper = _level2_spinodals()
-    init = orthonormal_start(task, hyper, 32, _NET["members"], _NET["seed"])
-    ds = hysteresis_sweep(task, hyper, _NET_P, "softmax", 32, init=init, progress=False, **_NET)
     q = ds.qG.median("member")
     up, down = q.sel(direction="up"), q.sel(direction="down")
     # closed outside the window: one weak branch below it (Level 2: 0.31), one strong above (4.7)
@@ -104,13 +148,26 @@ def test_network_jumps_lie_between_the_spinodals():
     # open inside it: weak going up, strong coming down (Level 2 at 1200: 0.43 and 3.7)
     inside = (ds.P > lower) & (ds.P < upper)
     assert bool(((down - up).where(inside) > 1.0).any()), (up.values, down.values)
-    jp = jump_points(ds, min_jump=1.0)
-    Ps = np.asarray(_NET_P, float)
-    for direction in ("up", "down"):
-        i = np.searchsorted(Ps, jp[direction])  # the jump lies in the cell (Ps[i - 1], Ps[i])
-        assert 0 < i < len(Ps), (direction, jp)
-        assert Ps[i] > lower and Ps[i - 1] < upper, (direction, jp[direction], (lower, upper))
-    assert jp["down"] < jp["up"], jp
+    _assert_jumps_bracket_the_spinodals(ds, "qG")
+
+
+@pytest.mark.slow
+def test_sgld_jumps_lie_between_the_spinodals(network_loop):
+    """SGLD (temperature 1) warm-started at every P from the Adam solution of the sweep above:
+    the ensemble median of its mean aG jumps in grid cells that overlap the spinodal window, down
+    below up, and the loop is closed at 1100 and 1350. Measured (seed 0): the same cells as Adam,
+    up between 1250 and 1300 (median crossing 1274.5), down between 1150 and 1200 (1171.7); each
+    chain's mean stays within 0.09 of its Adam start (sd over draws <= 0.042), so in 300 steps no
+    chain leaves the phase it starts in: the SGLD loop is the Adam loop with thermal noise."""
+    ds = network_loop
+    s = ds.sgld_qG.median("member")
+    for P, lo, hi in ((1100, 0.0, 1.0), (1350, 2.5, np.inf)):
+        both = s.sel(P=P).values
+        assert np.all((both > lo) & (both < hi)), (P, both)
+        assert abs(both[0] - both[1]) < 0.1, (P, both)  # up and down agree: the loop is closed
+    # every chain mean stays in its Adam start's phase (no tolerance tuning: a phase is > 1 apart)
+    assert float(np.abs(ds.sgld_qG - ds.qG).max()) < 1.0
+    _assert_jumps_bracket_the_spinodals(ds, "sgld_qG")
 
 
 @pytest.mark.slow

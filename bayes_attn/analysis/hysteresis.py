@@ -13,6 +13,10 @@ embeddings the joint MAP has no copy component and the loop is far wider (no up-
 P = 3000, down-jump between 600 and 300); with embeddings at a prior draw (d = 256) the random Gram
 closes the loop to within one grid step of 50.
 
+With ``sgld_steps`` the sweep also runs SGLD (temperature 1) from each Adam solution at every P;
+in the setting above (300 steps per chain) its loop jumps in the same grid cells as Adam's: no chain
+leaves the phase it starts in, so the SGLD loop is Adam's with thermal noise (docs/validation.md).
+
 :func:`theory_sweep` is the same protocol on the reduced (Level-2) action: warm-started damped
 Newton descent in the Gaussian coordinate, swept up and down in P. It is deterministic and exact:
 a branch is followed until it stops being a minimum, so its jumps lie at the spinodals to within
@@ -36,7 +40,9 @@ from tqdm.auto import tqdm
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive_array
 from bayes_attn.inference.adam import train_adam
-from bayes_attn.models.network import init_params
+from bayes_attn.inference.sgld import SGLD
+from bayes_attn.inference.sharding import sharded_map
+from bayes_attn.models.network import init_params, network_model
 from bayes_attn.theory import _newton
 from bayes_attn.theory.action import Scales, scales
 from bayes_attn.theory.boundaries import _softmax_grid_minima, global_path
@@ -56,6 +62,11 @@ def hysteresis_sweep(
     seed: int = 0,
     init: dict | None = None,
     progress: bool = True,
+    sgld_steps: int = 0,
+    sgld_warmup: int = 100,
+    sgld_step: float | None = None,
+    sgld_temperature: float = 1.0,
+    sgld_batch_size: int | None = None,
     **adam_kwargs,
 ) -> xr.Dataset:
     """Train up the increasing ``Ps`` and back down, each P warm-started from its neighbour.
@@ -66,15 +77,55 @@ def hysteresis_sweep(
     :func:`orthonormal_start`; default a prior draw). ``adam_kwargs`` go to
     :func:`bayes_attn.inference.train_adam` (lr, max_steps, patience, train_embeddings, ...); with
     ``train_embeddings=False`` the embeddings of ``init`` (or of the prior draw) stay fixed all along.
+
+    With ``sgld_steps`` > 0, at every P (both ways) each member's Adam solution also starts an SGLD
+    chain (:class:`~bayes_attn.inference.SGLD` on :func:`~bayes_attn.models.network_model`, the
+    network and sampler of the protocol): ``sgld_warmup`` discarded steps, then ``sgld_steps``
+    draws, step ``sgld_step`` (default 5e-4 / d_model, the protocol's), temperature
+    ``sgld_temperature``, full-batch (ULA) unless ``sgld_batch_size``. With
+    ``train_embeddings=False`` the chain holds the same frozen embeddings as Adam and samples
+    (W_G, W_O); otherwise it samples the embeddings too. Recorded: ``sgld_q1``, ``sgld_qG`` (means
+    over the draws), ``sgld_qG_sd`` (their standard deviation) and ``sgld_train_loss``, on the
+    held-out sequences Adam measures on. The next P warm-starts from Adam's solution, not from the
+    chain's last state: the Adam loop is the same with or without SGLD, and the SGLD loop asks, P by
+    P, whether the phase that warm-started Adam carries there survives Langevin noise at the
+    posterior's temperature (a chain crosses a barrier the MAP descent cannot), which moves its
+    jumps inward from Adam's, towards P*, if the barriers are low enough to cross in that many steps.
     """
     check_activation(activation)
     Ps = sorted(check_int("P", P, 1) for P in Ps)
     members = check_int("members", members, 1)
+    sgld_steps = check_int("sgld_steps", sgld_steps, 0)
+    sgld_warmup = check_int("sgld_warmup", sgld_warmup, 0)
     pool = jax.vmap(lambda k: task.sample(k, Ps[-1]))(
         jax.random.split(jax.random.key(seed), members)
     )
+    if "test_tokens" not in adam_kwargs:  # train_adam's own held-out draw, made explicit for SGLD
+        k_test = jax.random.split(jax.random.key(seed), 4)[1]
+        adam_kwargs["test_tokens"] = task.sample(k_test, adam_kwargs.pop("num_test", 100))
+    test = jnp.asarray(adam_kwargs["test_tokens"])
+    train_emb = bool(adam_kwargs.get("train_embeddings", True))
+    sgld = None
+    if sgld_steps:
+        sgld = _sgld_program(
+            task,
+            hyper,
+            activation,
+            d_model,
+            test,
+            train_embeddings=train_emb,
+            factorized=bool(adam_kwargs.get("factorized", False)),
+            warmup=sgld_warmup,
+            steps=sgld_steps,
+            step_size=sgld_step or 5e-4 / d_model,
+            temperature=sgld_temperature,
+            batch_size=sgld_batch_size,
+        )
     names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
-    out = {k: np.full((2, len(Ps), members), np.nan) for k in ("q1", "qG", "train_loss")}
+    keys = ("q1", "qG", "train_loss")
+    if sgld_steps:
+        keys += ("sgld_q1", "sgld_qG", "sgld_qG_sd", "sgld_train_loss")
+    out = {k: np.full((2, len(Ps), members), np.nan) for k in keys}
     start = "prior" if init is None else "given"
     order = [(0, j) for j in range(len(Ps))] + [(1, j) for j in reversed(range(len(Ps)))]
     for direction, j in tqdm(order, disable=not progress, desc=f"hysteresis {activation}"):
@@ -97,6 +148,16 @@ def hysteresis_sweep(
         out["q1"][direction, j] = final[names[0]]
         out["qG"][direction, j] = final[names[1]]
         out["train_loss"][direction, j] = final.train_loss
+        if sgld is not None:
+            key = jax.random.fold_in(jax.random.key(seed), 1 + direction * len(Ps) + j)
+            obs = sgld(jax.random.split(key, members), pool[:, : Ps[j]], init)
+            q1, qG = np.asarray(obs["c1"]), np.asarray(obs["cG"])  # (member, draw)
+            if activation == "linear":
+                q1, qG = (np.asarray(x) for x in algebra.fold_sign(q1, qG))
+            out["sgld_q1"][direction, j] = q1.mean(1)
+            out["sgld_qG"][direction, j] = qG.mean(1)
+            out["sgld_qG_sd"][direction, j] = qG.std(1)
+            out["sgld_train_loss"][direction, j] = np.asarray(obs["train_loss"]).mean(1)
     dims = ("direction", "P", "member")
     return xr.Dataset(
         {k: (dims, v) for k, v in out.items()},
@@ -108,9 +169,78 @@ def hysteresis_sweep(
             "V": task.V,
             "order_parameter": names[1],
             "start": start,
-            "train_embeddings": int(adam_kwargs.get("train_embeddings", True)),
+            "train_embeddings": int(train_emb),
+            "sgld_steps": sgld_steps,
+            "sgld_warmup": sgld_warmup if sgld_steps else 0,
+            "sgld_step": (sgld_step or 5e-4 / d_model) if sgld_steps else 0.0,
+            "sgld_temperature": sgld_temperature if sgld_steps else 0.0,
+            "sgld_batch_size": sgld_batch_size or 0,
         },
     )
+
+
+def _sgld_program(
+    task,
+    hyper,
+    activation,
+    d_model,
+    test,
+    *,
+    train_embeddings,
+    factorized,
+    warmup,
+    steps,
+    step_size,
+    temperature,
+    batch_size,
+):
+    """``run(keys, tokens, params)``: one SGLD chain per member from its weights ``params`` (leading
+    member axis) on its dataset ``tokens``; per draw the order parameters on ``test`` and the train
+    loss (``protocol._observables``, computed step by step inside the scan, so memory does not grow
+    with the number of draws). As ``protocol._sgld_stage``, the kernel is driven directly in one
+    jitted program (one compilation per P) that scans the steps and maps over the members; the
+    embeddings, when frozen, enter the model as data, so each member keeps its own."""
+    from bayes_attn.analysis.protocol import _observables  # protocol imports much; only here
+
+    def model(tok, emb):
+        network_model(
+            task,
+            hyper,
+            tok,
+            activation,
+            d_model,
+            factorized=factorized,
+            train_embeddings=train_embeddings,
+            batch_size=batch_size,
+            embeddings=emb,
+        )
+
+    kernel = SGLD(model, step_size=step_size, temperature=temperature)
+
+    def one_member(args):
+        k, tok, params = args
+        emb = None if train_embeddings else (params["W_emb"], params["p"])
+        latent = {n: w for n, w in params.items() if train_embeddings or n not in ("W_emb", "p")}
+        fixed = {} if emb is None else {"W_emb": emb[0], "p": emb[1]}
+        state = kernel.init(k, warmup, latent, (tok, emb), {})
+
+        def step(state, _):
+            return kernel.sample(state, (tok, emb), {}), None
+
+        def draw(state, _):  # observables inside the scan: no stack of draws, no vmap over them
+            state = kernel.sample(state, (tok, emb), {})
+            return state, _observables({**fixed, **state.z}, tok, test, activation)
+
+        state = jax.lax.scan(step, state, None, length=warmup)[0]
+        return jax.lax.scan(draw, state, None, length=steps)[1]
+
+    program = jax.jit(lambda a: sharded_map(one_member, a))
+
+    def run(keys, tokens, params):
+        params = {n: jnp.asarray(w) for n, w in params.items()}
+        return program((keys, jnp.asarray(tokens), params))
+
+    return run
 
 
 def orthonormal_start(task, hyper, d_model: int, members: int, seed: int = 0) -> dict:
@@ -138,16 +268,19 @@ def orthonormal_start(task, hyper, d_model: int, members: int, seed: int = 0) ->
 
 
 def jump_points(
-    ds: xr.Dataset, threshold: float | None = None, min_jump: float = 0.0
+    ds: xr.Dataset, threshold: float | None = None, min_jump: float = 0.0, var: str = "qG"
 ) -> dict[str, float]:
     """Where the ensemble-median ``qG`` crosses ``threshold`` on the way up and on the way down.
+
+    ``var`` names another variable of the same layout to read instead, e.g. ``"sgld_qG"``, the
+    SGLD means of :func:`hysteresis_sweep`; the default threshold is then that variable's own.
 
     The default threshold is halfway between the smallest and the largest median ``qG`` of the
     sweep. The crossing is interpolated linearly in log P between grid points; NaN if none.
     With ``min_jump`` > 0 a sweep whose median ``qG`` spans less than ``min_jump`` has no jump
     (NaN both ways): without it the midpoint threshold also "finds" a crossing in a smooth creep.
     """
-    med = ds.qG.median("member")
+    med = ds[var].median("member")
     if float(med.max()) - float(med.min()) < min_jump:
         return {"up": float("nan"), "down": float("nan"), "threshold": float("nan")}
     if threshold is None:

@@ -297,6 +297,8 @@ def hysteresis_loop(ds, boundaries, theory=None, jumps=None, label=None, ax=None
         is the weak-copy minimum followed to where it disappears, its down branch the strong one.
     jumps : dict, optional
         ``analysis.hysteresis.jump_points(ds)``; the up and down jumps are marked with triangles.
+        When ``ds`` has the SGLD branch (``sgld_qG``, ``hysteresis_sweep(..., sgld_steps=...)``),
+        its member mean is drawn dashed with open markers.
     label : str, optional
         Legend name of ``ds`` (default "network", or "Level 2" for a ``theory_sweep``).
     ax : matplotlib Axes, optional
@@ -315,6 +317,19 @@ def hysteresis_loop(ds, boundaries, theory=None, jumps=None, label=None, ax=None
         mean, sd = q.mean("member").values, q.std("member").values
         ax.plot(ds.P, mean, marker=marker, ms=3, color=color, label=f"{label}, {text}")
         ax.fill_between(ds.P, mean - sd, mean + sd, color=color, alpha=0.2, lw=0)
+        if "sgld_qG" in ds:
+            s = ds.sgld_qG.sel(direction=direction).mean("member")
+            ax.plot(
+                ds.P,
+                s,
+                marker=marker,
+                ms=4,
+                mfc="none",
+                ls="--",
+                lw=0.8,
+                color=color,
+                label=f"SGLD, {text}",
+            )
     if theory is not None:
         for direction, ls in (("up", "-"), ("down", "--")):
             q = theory.qG.sel(direction=direction).isel(member=0)

@@ -130,7 +130,8 @@ class ProtocolConfig:
 def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam_params, key):
     """SGLD from each member's Adam solution on its own dataset; per-member posterior means of the
     order parameters (on the held-out ``test`` sequences, as for Adam), their standard deviations
-    and the mean train loss per token.
+    and the mean train loss per token. Embeddings that Adam held fixed (``cfg.train_embeddings``
+    False) stay fixed here too, so SGLD samples the posterior whose MAP Adam found.
 
     The NumPyro kernel :class:`~bayes_attn.inference.SGLD` is driven directly, in one jitted program
     per (activation, P) that scans the steps and maps over the members (``MCMC`` would compile once
@@ -139,24 +140,37 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
     """
     P = tokens.shape[1]
     batch = cfg.batch_size if cfg.batch_size < P else None
+    frozen = () if cfg.train_embeddings else ("W_emb", "p")  # held where Adam held them
 
-    def model(tok):
-        network_model(task, hyper, tok, activation, cfg.d_model, batch_size=batch)
+    def model(tok, emb):
+        network_model(
+            task,
+            hyper,
+            tok,
+            activation,
+            cfg.d_model,
+            batch_size=batch,
+            train_embeddings=cfg.train_embeddings,
+            embeddings=emb or None,
+        )
 
     kernel = SGLD(model, step_size=cfg.sgld_step or 5e-4 / cfg.d_model)
     n_steps = cfg.sgld_warmup + cfg.sgld_samples * cfg.sgld_thinning
 
     def one_member(args):
-        k, tok, init = args
-        state = kernel.init(k, cfg.sgld_warmup, init, (tok,), {})
+        k, tok, params = args
+        emb = tuple(params[n] for n in frozen)
+        init = {n: v for n, v in params.items() if n not in frozen}
+        state = kernel.init(k, cfg.sgld_warmup, init, (tok, emb), {})
 
         def body(state, _):
-            state = kernel.sample(state, (tok,), {})
+            state = kernel.sample(state, (tok, emb), {})
             return state, state.z
 
         _, zs = jax.lax.scan(body, state, None, length=n_steps)
         zs = jax.tree.map(lambda z: z[cfg.sgld_warmup :: cfg.sgld_thinning], zs)
-        obs = jax.vmap(lambda p: _observables(p, tok, test, activation))(zs)
+        fixed = {n: params[n] for n in frozen}
+        obs = jax.vmap(lambda p: _observables({**fixed, **p}, tok, test, activation))(zs)
         return obs
 
     keys = jax.random.split(key, tokens.shape[0])

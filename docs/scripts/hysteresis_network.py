@@ -6,7 +6,10 @@ max(Ps) sequences, warm-started from the previous P (``hysteresis_sweep``), up t
 
 * ``test``: width 32, embeddings at an orthonormal basis (``orthonormal_start``: Gram = identity, so
   the objective is the Level-1 action on the member's data), P = 1100 ... 1350 in steps of 50, 300
-  steps per P: the run of ``test_network_jumps_lie_between_the_spinodals`` (~4 min on two CPU cores);
+  steps per P, and at every P SGLD from each member's Adam solution (temperature 1, step 5e-4 / d,
+  full batch, 100 warm-up steps, mean over 200 draws): the run of
+  ``test_network_jumps_lie_between_the_spinodals`` and ``test_sgld_jumps_lie_between_the_spinodals``
+  (~6.5 min on two CPU cores);
 * ``wide``: the same embeddings and data on P = 1000 ... 1500, 400 steps per P (~8 min);
 * ``prior``: width 256, embeddings at their prior draw (random Gram, E g^-1 = d / (d - n - 1) = 1.14),
   P = 1050 ... 1600, 300 steps per P (~8 min).
@@ -29,6 +32,7 @@ RUNS = {
     "wide": (32, "orthonormal", [1000, 1050, 1100, 1150, 1200, 1250, 1300, 1350, 1400, 1500], 400),
     "prior": (256, "prior", [1050, 1100, 1150, 1200, 1250, 1300, 1350, 1400, 1500, 1600], 300),
 }
+SGLD = {"test": dict(sgld_warmup=100, sgld_steps=200)}  # SGLD from Adam at every P
 
 pb = phase_boundaries(task, hyper)
 print(f"Level 2: spinodals {pb.spinodals[0]:.1f}, {pb.spinodals[1]:.1f}; P* {pb.first_order:.1f}")
@@ -37,16 +41,22 @@ for name in sys.argv[1:] or list(RUNS):
     init = (
         orthonormal_start(task, hyper, d, NET["members"], NET["seed"]) if emb != "prior" else None
     )
-    ds = hysteresis_sweep(task, hyper, Ps, "softmax", d, init=init, max_steps=steps, **NET)
+    extra = SGLD.get(name, {})
+    ds = hysteresis_sweep(task, hyper, Ps, "softmax", d, init=init, max_steps=steps, **extra, **NET)
     print(f"\n{name}: d = {d}, {emb} embeddings, {steps} steps per P")
-    for direction in ("up", "down"):
-        q = ds.qG.sel(direction=direction)
-        for P in ds.P.values:
-            print(f"  {direction:4s} P = {P}: aG = {np.round(q.sel(P=P).values, 3).tolist()}")
-        # per member: the grid cell of its jump (first change of phase met along the sweep)
-        strong = q.values > 0.5 * (float(ds.qG.min()) + float(ds.qG.max()))
-        for m in range(strong.shape[1]):
-            k = np.nonzero(strong[1:, m] != strong[:-1, m])[0]
-            cell = "none" if k.size == 0 else Ps[k[0] if direction == "up" else k[-1] :][:2]
-            print(f"  {direction} jump of member {m}: between P = {cell}")
-    print("  jump_points (ensemble median):", jump_points(ds, min_jump=1.0))
+    for var in ("qG", "sgld_qG") if extra else ("qG",):
+        print(f" {'Adam' if var == 'qG' else 'SGLD (mean over draws)'}:")
+        for direction in ("up", "down"):
+            q = ds[var].sel(direction=direction)
+            for P in ds.P.values:
+                print(f"  {direction:4s} P = {P}: aG = {np.round(q.sel(P=P).values, 3).tolist()}")
+            # per member: the grid cell of its jump (first change of phase met along the sweep)
+            strong = q.values > 0.5 * (float(ds[var].min()) + float(ds[var].max()))
+            for m in range(strong.shape[1]):
+                k = np.nonzero(strong[1:, m] != strong[:-1, m])[0]
+                cell = "none" if k.size == 0 else Ps[k[0] if direction == "up" else k[-1] :][:2]
+                print(f"  {direction} jump of member {m}: between P = {cell}")
+        print("  jump_points (ensemble median):", jump_points(ds, min_jump=1.0, var=var))
+    if extra:
+        print("  SGLD sd of aG over draws, max:", float(ds.sgld_qG_sd.max()))
+        print("  max |SGLD mean - Adam| in aG:", float(np.abs(ds.sgld_qG - ds.qG).max()))

@@ -1,0 +1,349 @@
+"""The evidence of one basin of a multimodal posterior: its mode, Laplace mass and SMC mass.
+
+At a first-order transition the posterior has one basin per phase, separated by a barrier that
+grows with chi. The free-energy difference between the phases is the log ratio of the basin masses,
+``Delta F = log Z_weak - log Z_strong``. :func:`run_smc` from the prior finds both basins only when
+the reference spreads particles over both (the 1-D and 2-D reduced models); from the Normal prior of
+the kernel-limit model no particle ever lands in the strong-copy basin (its copy logit is ~20 prior
+standard deviations out). :func:`basin_evidence` therefore measures each basin on its own:
+
+1. **Mode.** Minimise NumPyro's potential ``U(u)`` (minus the log joint in unconstrained space,
+   Jacobians included) by L-BFGS (float64) from a start inside the basin.
+2. **Laplace.** ``H = hess U`` at the mode ``u*`` (dense, by ``jax.hessian``);
+   ``log Z_laplace = -U(u*) + (k/2) log 2 pi - (1/2) log det H``.
+3. **SMC from the Laplace Gaussian.** Whiten, ``u = u* + C z`` with ``C C^T = Sigma``, and run the
+   adaptive tempered SMC of :func:`run_smc` on the model
+
+   ``z ~ N(0, I_k)``, ``factor(-U(u* + C z) + |z|^2 / 2)`` (and ``-inf`` outside the basin),
+
+   whose tempering path runs from the Gaussian N(u*, Sigma) (lambda = 0) to the posterior
+   restricted to the basin (lambda = 1), and whose evidence is the basin's mass divided by
+   ``(2 pi)^(k/2) |det C|``; so ``log Z_smc = log Z_wrapper + (k/2) log 2 pi + log |det C|``.
+   The basin is one side of a phase boundary in a scalar site (``var``, ``boundary``, ``side``),
+   as in the exact Level-2 basin masses, which split at the density minimum between the modes.
+   ``Sigma`` is the Laplace covariance ``H^-1``, narrowed along ``var`` (a rank-one update) to a
+   standard deviation of a quarter of the mode's distance to the boundary: near a spinodal the
+   basin is shallow along the order parameter and the plain Laplace Gaussian reaches over the
+   boundary (measured at Level 1: every particle of an unrestricted run from the strong mode
+   ended in the weak phase). When the reference is exact the increments are all 1 and SMC needs
+   a single step; the number of tempering steps measures how far the basin is from Gaussian.
+
+Independent replicates (``replicates``, different seeds) give the Monte Carlo spread of log Z_smc.
+
+References
+----------
+Del Moral, Doucet & Jasra (2006); Neal (2001), annealed importance sampling; for Laplace-referenced
+per-mode evidence, e.g. Lee, Doucet et al. (2016) on mode-restricted SMC. docs/validation.md,
+"Free energy of the phases beyond Level 2".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from jax.flatten_util import ravel_pytree
+from numpyro import handlers
+from numpyro.distributions.transforms import biject_to
+from scipy import optimize
+
+from bayes_attn._validation import check_int
+from bayes_attn.inference.smc import run_smc, split_log_density
+
+__all__ = ["BasinEvidence", "NoBasin", "basin_evidence", "find_mode"]
+
+
+class NoBasin(ValueError):
+    """The descent from the start ended on the other side of the boundary: no basin there.
+
+    ``value`` is the phase variable at the mode that was reached.
+    """
+
+    def __init__(self, message: str, value: float):
+        super().__init__(message)
+        self.value = value
+
+
+@dataclasses.dataclass(frozen=True)
+class BasinEvidence:
+    """The result of :func:`basin_evidence` for one basin.
+
+    Attributes
+    ----------
+    mode : dict
+        Constrained values of every site (latent and deterministic) at the mode.
+    potential : float
+        ``U`` at the mode (minus the log joint in unconstrained space).
+    log_Z_laplace : float
+    log_Z_smc : numpy.ndarray
+        One estimate per replicate.
+    log_Z_smc_mean, log_Z_smc_se : float
+        ``log`` of the mean of ``Z`` over replicates (the unbiased combination) and the standard
+        error of ``log Z`` from the replicates' spread (nan for one replicate).
+    num_tempering_steps : numpy.ndarray
+        Per replicate; 1 would mean the Laplace Gaussian is exact.
+    distance : float
+        How far the mode lies from the boundary in the phase variable (nan without one).
+    dim : int
+        Unconstrained dimension k.
+    converged : bool
+        Whether L-BFGS met its tolerance.
+    """
+
+    mode: dict
+    potential: float
+    log_Z_laplace: float
+    log_Z_smc: np.ndarray
+    log_Z_smc_mean: float
+    log_Z_smc_se: float
+    num_tempering_steps: np.ndarray
+    distance: float
+    dim: int
+    converged: bool
+
+
+def _flat_potential(model, model_args, model_kwargs):
+    """(U(flat u), unravel, k): NumPyro's potential over the flattened unconstrained space."""
+    split = split_log_density(model, model_args, model_kwargs)
+    u0 = {n: jnp.zeros(s) for n, s in split.shapes.items()}
+    flat0, unravel = ravel_pytree(u0)
+
+    def U(x):
+        with handlers.block():  # hide the inner model's sites from any enclosing model's handlers
+            return -split.log_parts(unravel(x))[1]
+
+    return U, unravel, flat0.size
+
+
+def _unconstrain(model, model_args, model_kwargs, start: dict, shapes) -> dict:
+    """The start (constrained values) in unconstrained space, for every latent site."""
+    tr = handlers.trace(
+        handlers.substitute(handlers.seed(model, rng_seed=0), data=start)
+    ).get_trace(*model_args, **model_kwargs)
+    missing = sorted(set(shapes) - set(start))
+    if missing:
+        raise ValueError(f"start: no value for the latent site(s) {missing}")
+    return {n: biject_to(tr[n]["fn"].support).inv(jnp.asarray(tr[n]["value"])) for n in shapes}
+
+
+def _constrained_sites(model, model_args, model_kwargs, u: dict) -> dict:
+    """Every sample and deterministic site's constrained value at unconstrained ``u``."""
+
+    def sub(site):
+        if site["type"] == "sample" and site["name"] in u:
+            return biject_to(site["fn"].support)(u[site["name"]])
+        return None
+
+    tr = handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
+        *model_args, **model_kwargs
+    )
+    return {
+        n: np.asarray(s["value"])
+        for n, s in tr.items()
+        if (s["type"] == "deterministic" or (s["type"] == "sample" and not s["is_observed"]))
+    }
+
+
+def find_mode(
+    model, *model_args, start: dict, radius: float = 0.1, maxiter: int = 2000, **model_kwargs
+):
+    """Local minimum of NumPyro's potential from ``start`` (constrained values of the latents).
+
+    A trust-region Newton method (scipy ``trust-krylov``, exact Hessian-vector products, float64)
+    whose steps are at most ``radius`` at first and at most 10 ``radius`` later (unconstrained
+    units), so that it descends into the basin that contains the start instead of leaping over
+    a barrier, as a quasi-Newton line search can. Returns ``(u_flat, U_value, unravel, U,
+    converged)``.
+    """
+    U, unravel, k = _flat_potential(model, model_args, model_kwargs)
+    shapes = {n: v.shape for n, v in unravel(jnp.zeros(k)).items()}
+    u0, _ = ravel_pytree(_unconstrain(model, model_args, model_kwargs, start, shapes))
+    fg = jax.jit(jax.value_and_grad(U))
+    hvp = jax.jit(lambda x, v: jax.jvp(jax.grad(U), (x,), (v,))[1])
+
+    def fun(x):
+        v, g = fg(jnp.asarray(x))
+        return float(v), np.asarray(g, dtype=np.float64)
+
+    def hessp(x, v):
+        return np.asarray(hvp(jnp.asarray(x), jnp.asarray(v)), dtype=np.float64)
+
+    x0 = np.asarray(u0, dtype=np.float64)
+    if not np.isfinite(fun(x0)[0]):
+        raise ValueError("start: the log density is not finite there")
+    res = optimize.minimize(
+        fun,
+        x0,
+        jac=True,
+        hessp=hessp,
+        method="trust-krylov",
+        options={
+            "maxiter": maxiter,
+            "gtol": 1e-7,
+            "initial_trust_radius": radius,
+            "max_trust_radius": 10 * radius,
+        },
+    )
+    return res.x, float(res.fun), unravel, U, bool(res.success)
+
+
+def _whitened_model(U, phase_var, u_star, C, boundary, side):
+    """z ~ N(0, I); factor = log joint at u* + C z, plus |z|^2 / 2, and -inf outside the basin."""
+    sign = 1.0 if side == "above" else -1.0
+
+    def model():
+        z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand((u_star.shape[0],)).to_event(1))
+        u = u_star + C @ z
+        log_w = -U(u) + 0.5 * jnp.sum(z**2)
+        if phase_var is not None:
+            inside = sign * (phase_var(u) - boundary) > 0
+            log_w = jnp.where(inside, log_w, -jnp.inf)
+        numpyro.factor("basin", log_w)
+
+    return model
+
+
+def _reference(H, grad_var, distance):
+    """Laplace covariance H^-1, narrowed along the phase variable to sd = distance / 4.
+
+    Near a spinodal the basin is shallow along the order parameter and the Laplace Gaussian
+    reaches over the boundary; a rank-one update shrinks only that direction, so nearly every
+    reference draw starts inside the basin and the rest of the Gaussian is kept.
+    """
+    Sigma = np.linalg.inv(H)
+    Sigma = 0.5 * (Sigma + Sigma.T)
+    if grad_var is None:
+        return Sigma
+    v = Sigma @ grad_var
+    var = float(grad_var @ v)
+    target = (distance / 4.0) ** 2
+    if var > target:
+        Sigma = Sigma - (1.0 - target / var) * np.outer(v, v) / var
+    return Sigma
+
+
+def basin_evidence(
+    model,
+    *model_args,
+    start: dict,
+    num_particles: int = 256,
+    num_mcmc_steps: int = 5,
+    replicates: int = 2,
+    seed: int = 0,
+    var: str | None = None,
+    boundary: float | None = None,
+    side: str | None = None,
+    batch_size: int = 0,
+    **model_kwargs,
+) -> BasinEvidence:
+    """Mode, Laplace mass and SMC mass of the basin of ``model``'s posterior that contains ``start``.
+
+    Parameters
+    ----------
+    model, model_args, model_kwargs
+        A NumPyro model with a finite density (``kernel_limit_model``, ``order_param_model``,
+        ``network_model``).
+    start : dict
+        Constrained values of every latent site, inside the basin.
+    num_particles, num_mcmc_steps : int
+        Passed to :func:`run_smc` (HMC moves above 10 dimensions, RWM below).
+    replicates : int
+        Independent SMC runs (seeds ``seed``, ``seed + 1``, ...).
+    var, boundary, side : optional
+        A scalar site (latent or deterministic), the value that separates the phases, and the side
+        of the basin ("above" or "below"). With them the basin *is* that side: the SMC target is
+        zero beyond the boundary (as the exact basin masses of
+        :func:`bayes_attn.analysis.modes` split at the density minimum), and the reference is
+        narrowed along ``var`` so that it starts inside. Without them the basin is wherever the
+        particles go from the Laplace Gaussian, which is only safe far from a spinodal.
+    batch_size : int
+        Particles per ``lax.map`` batch in SMC (0: one vmap).
+
+    Returns
+    -------
+    BasinEvidence
+    """
+    replicates = check_int("replicates", replicates, 1)
+    if side not in (None, "above", "below"):
+        raise ValueError(f"side must be 'above' or 'below', got {side!r}")
+    if (var is None) != (boundary is None) or (boundary is not None and side is None):
+        raise ValueError("var, boundary and side must be given together")
+    x, u_val, unravel, U, converged = find_mode(model, *model_args, start=start, **model_kwargs)
+    k = x.size
+    H = np.asarray(jax.hessian(U)(jnp.asarray(x)), dtype=np.float64)
+    H = 0.5 * (H + H.T)
+    evals = np.linalg.eigvalsh(H)
+    if evals[0] <= 0:
+        raise ValueError(
+            f"start: the Hessian at the mode is not positive definite (smallest eigenvalue "
+            f"{evals[0]:.3g}); the basin is not a proper mode"
+        )
+    log_Z_laplace = -u_val + 0.5 * k * math.log(2 * math.pi) - 0.5 * float(np.sum(np.log(evals)))
+    phase_var, grad_var, value, distance = None, None, math.nan, math.nan
+    if var is not None:
+
+        def phase_var(u):
+            return jnp.reshape(_site(model, model_args, model_kwargs, unravel(u), var), ())
+
+        value = float(phase_var(jnp.asarray(x)))
+        distance = (value - boundary) * (1.0 if side == "above" else -1.0)
+        if distance <= 0:
+            raise NoBasin(
+                f"start: its mode has {var} = {value:.4g}, on the wrong side of the boundary "
+                f"{boundary:.4g} (the basin there does not exist)",
+                value,
+            )
+        grad_var = np.asarray(jax.grad(phase_var)(jnp.asarray(x)), dtype=np.float64)
+    Sigma = _reference(H, grad_var, distance)
+    C = np.linalg.cholesky(Sigma)
+    log_det_C = float(np.sum(np.log(np.diag(C))))
+    wrapped = _whitened_model(U, phase_var, jnp.asarray(x), jnp.asarray(C), boundary, side)
+    log_Z, steps = [], []
+    for r in range(replicates):
+        idata = run_smc(
+            wrapped,
+            num_particles=num_particles,
+            num_mcmc_steps=num_mcmc_steps,
+            seed=seed + r,
+            batch_size=batch_size,
+        )
+        a = idata.posterior.attrs
+        log_Z.append(a["log_evidence"] + 0.5 * k * math.log(2 * math.pi) + log_det_C)
+        steps.append(a["num_tempering_steps"])
+    log_Z = np.asarray(log_Z, dtype=np.float64)
+    mean = float(np.logaddexp.reduce(log_Z) - math.log(replicates))
+    se = float(np.std(log_Z, ddof=1) / math.sqrt(replicates)) if replicates > 1 else math.nan
+    return BasinEvidence(
+        mode=_constrained_sites(model, model_args, model_kwargs, unravel(jnp.asarray(x))),
+        potential=u_val,
+        log_Z_laplace=float(log_Z_laplace),
+        log_Z_smc=log_Z,
+        log_Z_smc_mean=mean,
+        log_Z_smc_se=se,
+        num_tempering_steps=np.asarray(steps),
+        distance=float(distance),
+        dim=int(k),
+        converged=converged,
+    )
+
+
+def _site(model, model_args, model_kwargs, u: dict, name: str):
+    """One site's constrained value at unconstrained ``u`` (traceable)."""
+
+    def sub(site):
+        if site["type"] == "sample" and site["name"] in u:
+            return biject_to(site["fn"].support)(u[site["name"]])
+        return None
+
+    with handlers.block():  # invisible to an enclosing model's handlers
+        tr = handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
+            *model_args, **model_kwargs
+        )
+    if name not in tr:
+        raise ValueError(f"var: {name!r} is not a site of the model")
+    return tr[name]["value"]
