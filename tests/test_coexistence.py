@@ -13,9 +13,10 @@ import numpyro.distributions as dist
 import pytest
 
 import bayes_attn as ba
-from bayes_attn.analysis import modes
+from bayes_attn.analysis import modes, phase_boundary
 from bayes_attn.analysis.coexistence import (
     ensemble_occupancy,
+    level_modes,
     network_gate,
     phase_free_energies,
     phase_starts,
@@ -87,6 +88,17 @@ def test_phase_starts_realise_the_level2_logits():
     np.testing.assert_allclose([red["weak"]["aG"], red["strong"]["aG"]], m.aG.values, rtol=1e-6)
 
 
+def test_level_boundary_is_the_barrier_between_the_modes():
+    """At Level 2 (1-D) the highest point of the straight path between the modes is the density
+    minimum that ``phase_boundary`` finds, up to the path's grid (41 points)."""
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    found, cut = level_modes(task, hyper, 1212.7, "reduced")
+    exact = phase_boundary(task, hyper, 1212.7, include_logdet=True)
+    step = (found["strong"]["aG"] - found["weak"]["aG"]) / 40
+    assert found["weak"]["aG"] < cut < found["strong"]["aG"]
+    assert abs(cut - exact) < 2 * step
+
+
 def test_bad_input():
     task, hyper = SMALL
     with pytest.raises(ValueError, match="level"):
@@ -113,7 +125,7 @@ def _small_data(P):
 @pytest.mark.slow
 def test_kernel_limit_phases_coexist_and_nuts_is_stuck():
     """Level 1 at the small preset, P = 42 on the fixed dataset (key 1): both starts reach distinct
-    modes on either side of the Level-2 boundary, and NUTS chains from both starts are flagged."""
+    modes on either side of this level's boundary, and NUTS chains from both are flagged."""
     task, hyper = SMALL
     tok = _small_data(42)
     ds = phase_free_energies(task, hyper, tok, "kernel", replicates=2)

@@ -1,6 +1,13 @@
-"""Analysis: diagnostics, the mode census, the paper protocol, hysteresis, precursors and figures."""
+"""Analysis: diagnostics, the mode census, coexisting phases, the paper protocol, hysteresis,
+precursors and figures."""
 
 from bayes_attn.analysis import plots
+from bayes_attn.analysis.coexistence import (
+    ensemble_occupancy,
+    phase_free_energies,
+    phase_starts,
+    start_occupancy,
+)
 from bayes_attn.analysis.diagnostics import Diagnosis, diagnose
 from bayes_attn.analysis.hysteresis import (
     hysteresis_sweep,
@@ -17,15 +24,19 @@ __all__ = [
     "PhaseOccupancy",
     "WeightCrossing",
     "diagnose",
+    "ensemble_occupancy",
     "hysteresis_sweep",
     "jump_points",
     "modes",
     "orthonormal_start",
     "phase_boundary",
+    "phase_free_energies",
     "phase_occupancy",
+    "phase_starts",
     "phase_weights",
     "plots",
     "precursors",
+    "start_occupancy",
     "theory_sweep",
     "weight_crossing",
 ]

@@ -40,6 +40,7 @@ from bayes_attn.theory.action import scales
 __all__ = [
     "LEVELS",
     "ensemble_occupancy",
+    "level_modes",
     "phase_free_energies",
     "phase_starts",
     "start_occupancy",
@@ -138,6 +139,39 @@ def _size(tokens, level) -> float:
     return float(tokens) if level == "reduced" else float(np.shape(tokens)[0])
 
 
+def level_modes(task, hyper, tokens, level: str = "kernel", *, embeddings=None, d_model=None):
+    """The posterior modes reached from the uniform and the copy start, and the phase boundary.
+
+    Returns ``(modes, boundary)``: ``modes[phase]`` holds the constrained values of every site at
+    the mode (``start`` for further use), ``aG`` and the potential ``U``; ``boundary`` is the aG
+    of the highest point of the potential on the straight line between the two modes (41 points),
+    this level's own divide between the phases, or nan if both starts reach the same mode. (The
+    Level-2 divide does not serve at Level 1 on a dataset: its phases sit at other P.)
+    """
+    from bayes_attn.inference.basins import _constrained_sites, find_mode
+
+    _check_level(level)
+    P = _size(tokens, level)
+    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings)
+    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
+    found, flat = {}, {}
+    for phase in PHASES:
+        x, U, unravel, potential, _ = find_mode(model, *args, start=starts[phase], **kwargs)
+        sites = _constrained_sites(model, args, kwargs, unravel(jnp.asarray(x)))
+        latent = {n: sites[n] for n in starts[phase]}
+        found[phase] = {"start": latent, "aG": float(sites["aG"]), "U": U}
+        flat[phase] = x
+    if abs(found["strong"]["aG"] - found["weak"]["aG"]) < 1e-3 * max(1.0, found["strong"]["aG"]):
+        return found, math.nan
+    t = np.linspace(0.0, 1.0, 41)
+    path = jnp.asarray(flat["weak"])[None] + jnp.asarray(t)[:, None] * jnp.asarray(
+        flat["strong"] - flat["weak"]
+    )
+    top = path[int(np.argmax(np.asarray(jax.vmap(potential)(path))))]
+    sites = _constrained_sites(model, args, kwargs, unravel(top))
+    return found, float(sites["aG"])
+
+
 def phase_free_energies(
     task,
     hyper,
@@ -165,11 +199,11 @@ def phase_free_energies(
     -------
     xarray.Dataset
         Over ``phase`` = weak, strong (the basins found from the uniform and the copy start, each
-        the side of the Level-2 phase boundary its mode is on; a start whose descent crosses the
-        boundary leaves that phase's entries nan, as at a P where only one phase exists):
+        the side of this level's phase boundary (:func:`level_modes`) its mode is on; where both
+        starts reach the same mode there is one phase and the evidences are nan):
         ``aG`` at the mode, ``potential`` there, ``log_Z_laplace``, ``log_Z_smc`` (mean over
         replicates) and ``log_Z_smc_se``, ``tempering_steps`` (mean), ``distance`` (of the mode's aG from
-        the Level-2 phase boundary, which delimits the basins). Scalars: ``distinct`` (both phases
+        the boundary, which delimits the basins). Scalars: ``distinct`` (both phases
         exist; else the deltas are nan), ``delta_F`` and ``delta_F_se`` (SMC), ``delta_F_laplace``, ``delta_F_level2``
         (exact, :func:`~bayes_attn.analysis.modes` with the log-determinant, at the same P and
         chi), ``delta_U`` (the difference of the potentials at the modes).
@@ -180,15 +214,17 @@ def phase_free_energies(
     replicates = check_int("replicates", replicates, 1)
     P = _size(tokens, level)
     model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings)
-    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
-    cut = phase_boundary(task, hyper, P)
+    found, cut = level_modes(task, hyper, tokens, level, embeddings=embeddings, d_model=d_model)
     rows, aG = {}, {}
     for phase in PHASES:
+        if not math.isfinite(cut):  # one phase: report the mode, no evidence to compare
+            rows[phase], aG[phase] = None, found[phase]["aG"]
+            continue
         try:
             b = basin_evidence(
                 model,
                 *args,
-                start=starts[phase],
+                start=found[phase]["start"],
                 num_particles=num_particles,
                 num_mcmc_steps=num_mcmc_steps,
                 replicates=replicates,
@@ -260,9 +296,10 @@ def start_occupancy(
 ) -> tuple[PhaseOccupancy, object]:
     """NUTS with half the chains from the uniform start and half from the copy start.
 
-    Returns ``(occupancy, idata)``: the per-chain phase table and verdict of
-    :func:`~bayes_attn.analysis.phase_occupancy` (boundary: the Level-2 one at this P), and the
-    draws. Where both phases are minima, chains stay where they start and the verdict is
+    The chains start at the modes that :func:`level_modes` reaches from the two starts. Returns
+    ``(occupancy, idata)``: the per-chain phase table and verdict of
+    :func:`~bayes_attn.analysis.phase_occupancy` (boundary: this level's, from
+    :func:`level_modes`; the Level-2 one where only one mode was found), and the draws. Where both phases are minima, chains stay where they start and the verdict is
     "not mixing".
     """
     from bayes_attn.inference import run_nuts
@@ -271,7 +308,10 @@ def start_occupancy(
     num_chains = check_int("num_chains", num_chains, 2)
     P = _size(tokens, level)
     model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings)
-    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
+    found, cut = level_modes(task, hyper, tokens, level, embeddings=embeddings, d_model=d_model)
+    starts = {phase: found[phase]["start"] for phase in PHASES}
+    if not math.isfinite(cut):
+        cut = phase_boundary(task, hyper, P)
     half = num_chains // 2
     init = {
         name: jnp.stack(
@@ -291,7 +331,7 @@ def start_occupancy(
         init_params=init,
         **kwargs,
     )
-    occ = phase_occupancy(idata, "aG", P=P, task=task, hyper=hyper)
+    occ = phase_occupancy(idata, "aG", boundary=cut)
     return occ, idata
 
 
@@ -312,7 +352,8 @@ def ensemble_occupancy(
     Members ``0 .. members - 1`` start uniform (W_G = 0) and ``members .. 2 members - 1`` from the
     copy start, each with a prior draw of W_O. Returns a Dataset over ``member``: ``start``,
     the final ``aG`` and ``phase`` (by the Level-2 boundary at this P), and the final ``objective``
-    per token; attrs hold the fraction of members in the strong phase per start.
+    per token; attrs hold the fraction of members in the strong phase per start. The phase
+    boundary is the network posterior's own (:func:`level_modes` at ``level="network"``).
     """
     from bayes_attn.inference import train_adam
     from bayes_attn.models.network import init_params
@@ -349,7 +390,9 @@ def ensemble_occupancy(
         init=init,
         progress_bar=progress_bar,
     )
-    cut = phase_boundary(task, hyper, P)
+    _, cut = level_modes(task, hyper, tokens, "network", embeddings=embeddings)
+    if not math.isfinite(cut):
+        cut = phase_boundary(task, hyper, P)
     aG = ds.aG.isel(step=-1).values
     out = xr.Dataset(
         {

@@ -8,6 +8,7 @@ from bayes_attn.inference.adam import (
     merge_ensembles,
     train_adam,
 )
+from bayes_attn.inference.basins import basin_evidence
 from bayes_attn.inference.memory import estimate_bytes, members_per_group, memory_limit
 from bayes_attn.inference.nuts import run_nuts, to_inference_data
 from bayes_attn.inference.sgld import SGLD, polynomial_decay, run_sgld
@@ -16,6 +17,7 @@ from bayes_attn.inference.smc import run_smc, split_log_density
 
 __all__ = [
     "SGLD",
+    "basin_evidence",
     "classify_minima",
     "early_stopping",
     "ensemble_summary",

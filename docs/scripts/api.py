@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pathlib
+import re
 
 from click.testing import CliRunner
 
@@ -61,7 +62,9 @@ def main():
             if inspect.ismodule(obj) or not callable(obj):
                 continue
             try:
-                sig = str(inspect.signature(obj))
+                sig = re.sub(
+                    r" at 0x[0-9a-f]+", "", str(inspect.signature(obj))
+                )  # stable across runs
             except (TypeError, ValueError):
                 sig = ""
             sig = sig if len(sig) < 160 else sig[:157] + "...)"

@@ -1,0 +1,111 @@
+"""Numbers in docs/validation.md, "Free energy of the phases beyond Level 2".
+
+The small preset: L = 25, V = 5, chi = 30, g_W = g_O = 1, sigma2 = 5. Level 2 depends on P / sigma2
+only, so this is the paper's softmax transition at P* = 46.0 (spinodals 44.2, 49.5) with 26 times
+fewer sequences, which makes Level 1 (a 900-dimensional M) affordable. One nested dataset
+(``task.sample(key(1), 60)[:P]``).
+
+1. Level 2 (exact) and the Level-1 modes from both starts at each P: the coexistence window at each
+   level and the potential difference at the modes.
+2. Delta F by SMC per basin at Level 1, at the P values where both phases exist, and at Level 0
+   (d = 32, embeddings frozen at an orthonormal draw: its posterior over M is exactly Level 1's).
+3. Occupancy: NUTS at Level 1 with 2 + 2 chains from the uniform and the copy start; Adam members
+   (2 + 2) at Level 0.
+
+Run: ``.venv/bin/python docs/scripts/coexistence.py [modes|smc|occupancy]...`` (all: ~40 min on
+two cores).
+"""
+
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+
+import bayes_attn as ba
+from bayes_attn.analysis import modes
+from bayes_attn.analysis.coexistence import (
+    ensemble_occupancy,
+    phase_free_energies,
+    phase_starts,
+    start_occupancy,
+)
+from bayes_attn.analysis.hysteresis import orthonormal_start
+from bayes_attn.inference.basins import find_mode
+from bayes_attn.models import kernel_limit_model
+from bayes_attn.theory import phase_boundaries
+
+task = ba.CopyTask(25, 5)
+hyper = ba.Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=5.0)
+pool = task.sample(jax.random.key(1), 60)
+draw = orthonormal_start(task, hyper, 32, 1)
+emb = (draw["W_emb"][0], draw["p"][0])
+parts = sys.argv[1:] or ["modes", "smc", "occupancy"]
+
+
+def level1_modes(P):
+    """aG and potential at the Level-1 modes reached from the uniform and the copy start."""
+    from bayes_attn.inference.basins import _constrained_sites
+
+    tok = pool[:P]
+    args = (task, hyper, tok, "softmax")
+    out = []
+    for phase, start in phase_starts(task, hyper, P, "kernel").items():
+        x, U, unravel, _, _ = find_mode(kernel_limit_model, *args, start=start)
+        s = _constrained_sites(kernel_limit_model, args, {}, unravel(jnp.asarray(x)))
+        out.append((phase, float(s["aG"]), U))
+    return out
+
+
+if "modes" in parts:
+    b = phase_boundaries(task, hyper)
+    print(
+        f"Level 2: P* = {b.first_order:.2f}, spinodals {b.spinodals[0]:.2f}, {b.spinodals[1]:.2f}"
+    )
+    print(
+        "| P | Level 2 aG (weak, strong) | Level-2 Delta F | Level 1 aG from uniform, copy start "
+        "| Level-1 U_strong - U_weak |"
+    )
+    for P in range(38, 50):
+        m = modes(task, hyper, P, "softmax", include_logdet=True)
+        l2 = ", ".join(f"{a:.3f}" for a in m.aG.values)
+        dF = float(m.delta_F) if (m.phase == "strong").any() else float("nan")
+        (_, a_w, U_w), (_, a_s, U_s) = level1_modes(P)
+        dU = U_s - U_w if abs(a_s - a_w) > 1e-3 else float("nan")
+        print(f"| {P} | {l2} | {dF:.2f} | {a_w:.3f}, {a_s:.3f} | {dU:.2f} |", flush=True)
+
+if "smc" in parts:
+    print(
+        "| level | P | aG weak, strong | log Z weak (Laplace, SMC) | log Z strong (Laplace, SMC) "
+        "| tempering steps | Delta F SMC | Delta F Laplace | Delta F Level 2 | time |"
+    )
+    runs = [("kernel", 42, {}), ("network", 42, {"embeddings": emb}), ("kernel", 43, {})]
+    for level, P, kw in runs:
+        t = time.perf_counter()
+        ds = phase_free_energies(task, hyper, pool[:P], level, replicates=2, **kw)
+        w, s = ds.sel(phase="weak"), ds.sel(phase="strong")
+        print(
+            f"| {level} | {P} | {float(w.aG):.3f}, {float(s.aG):.3f} "
+            f"| {float(w.log_Z_laplace):.2f}, {float(w.log_Z_smc):.2f} ± {float(w.log_Z_smc_se):.2f} "
+            f"| {float(s.log_Z_laplace):.2f}, {float(s.log_Z_smc):.2f} ± {float(s.log_Z_smc_se):.2f} "
+            f"| {float(w.tempering_steps):.1f}, {float(s.tempering_steps):.1f} "
+            f"| {float(ds.delta_F):.2f} ± {float(ds.delta_F_se):.2f} | {float(ds.delta_F_laplace):.2f} "
+            f"| {float(ds.delta_F_level2):.2f} | {time.perf_counter() - t:.0f} s |",
+            flush=True,
+        )
+
+if "occupancy" in parts:
+    P = 42
+    t = time.perf_counter()
+    occ, _ = start_occupancy(
+        task, hyper, pool[:P], "kernel", num_chains=4, num_warmup=100, num_samples=100
+    )
+    print(f"NUTS, Level 1, P = {P} ({time.perf_counter() - t:.0f} s):\n{occ}", flush=True)
+    t = time.perf_counter()
+    ens = ensemble_occupancy(task, hyper, pool[:P], emb, members=2, max_steps=400)
+    print(
+        f"Adam, Level 0 (d = 32, orthonormal frozen embeddings), P = {P} "
+        f"({time.perf_counter() - t:.0f} s), boundary aG = {ens.attrs['boundary_aG']:.3f}:"
+    )
+    print(ens.to_dataframe().to_string())
+    print({k: v for k, v in ens.attrs.items() if k.startswith("strong")})
