@@ -299,8 +299,9 @@ def start_occupancy(
     The chains start at the modes that :func:`level_modes` reaches from the two starts. Returns
     ``(occupancy, idata)``: the per-chain phase table and verdict of
     :func:`~bayes_attn.analysis.phase_occupancy` (boundary: this level's, from
-    :func:`level_modes`; the Level-2 one where only one mode was found), and the draws. Where both phases are minima, chains stay where they start and the verdict is
-    "not mixing".
+    :func:`level_modes`; the Level-2 one where only one mode was found), and the draws. Where both basins are deep, chains stay where they start and the verdict is
+    "not mixing"; a chain started in a shallow basin may leave it in warm-up (measured at
+    Level 1 near a spinodal, docs/validation.md).
     """
     from bayes_attn.inference import run_nuts
 
