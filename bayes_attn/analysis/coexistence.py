@@ -272,7 +272,7 @@ def phase_free_energies(
         g_o=hyper.g_o,
         sigma2=hyper.sigma2,
         boundary_aG=cut,
-        dim=rows["weak"].dim,
+        dim=next((r.dim for r in rows.values() if r is not None), 0),  # 0: no evidence run
         num_particles=num_particles,
         replicates=replicates,
         description="Delta F = F_strong - F_weak = log Z_weak - log Z_strong",

@@ -131,17 +131,23 @@ def _unconstrain(model, model_args, model_kwargs, start: dict, shapes) -> dict:
     return {n: biject_to(tr[n]["fn"].support).inv(jnp.asarray(tr[n]["value"])) for n in shapes}
 
 
-def _constrained_sites(model, model_args, model_kwargs, u: dict) -> dict:
-    """Every sample and deterministic site's constrained value at unconstrained ``u``."""
+def _trace_at(model, model_args, model_kwargs, u: dict):
+    """The model's trace with the latents at unconstrained ``u``, hidden from enclosing handlers."""
 
     def sub(site):
         if site["type"] == "sample" and site["name"] in u:
             return biject_to(site["fn"].support)(u[site["name"]])
         return None
 
-    tr = handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
-        *model_args, **model_kwargs
-    )
+    with handlers.block():
+        return handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
+            *model_args, **model_kwargs
+        )
+
+
+def _constrained_sites(model, model_args, model_kwargs, u: dict) -> dict:
+    """Every sample and deterministic site's constrained value at unconstrained ``u``."""
+    tr = _trace_at(model, model_args, model_kwargs, u)
     return {
         n: np.asarray(s["value"])
         for n, s in tr.items()
@@ -334,16 +340,7 @@ def basin_evidence(
 
 def _site(model, model_args, model_kwargs, u: dict, name: str):
     """One site's constrained value at unconstrained ``u`` (traceable)."""
-
-    def sub(site):
-        if site["type"] == "sample" and site["name"] in u:
-            return biject_to(site["fn"].support)(u[site["name"]])
-        return None
-
-    with handlers.block():  # invisible to an enclosing model's handlers
-        tr = handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
-            *model_args, **model_kwargs
-        )
+    tr = _trace_at(model, model_args, model_kwargs, u)
     if name not in tr:
         raise ValueError(f"var: {name!r} is not a site of the model")
     return tr[name]["value"]
