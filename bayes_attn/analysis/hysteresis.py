@@ -40,9 +40,7 @@ from tqdm.auto import tqdm
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive_array
 from bayes_attn.inference.adam import train_adam
-from bayes_attn.inference.sgld import SGLD
-from bayes_attn.inference.sharding import sharded_map
-from bayes_attn.models.network import init_params, network_model
+from bayes_attn.models.network import init_params
 from bayes_attn.theory import _newton
 from bayes_attn.theory.action import Scales, scales
 from bayes_attn.theory.boundaries import _softmax_grid_minima, global_path
@@ -107,7 +105,9 @@ def hysteresis_sweep(
     train_emb = bool(adam_kwargs.get("train_embeddings", True))
     sgld = None
     if sgld_steps:
-        sgld = _sgld_program(
+        from bayes_attn.analysis.protocol import sgld_program  # protocol imports much; only here
+
+        sgld = sgld_program(
             task,
             hyper,
             activation,
@@ -177,70 +177,6 @@ def hysteresis_sweep(
             "sgld_batch_size": sgld_batch_size or 0,
         },
     )
-
-
-def _sgld_program(
-    task,
-    hyper,
-    activation,
-    d_model,
-    test,
-    *,
-    train_embeddings,
-    factorized,
-    warmup,
-    steps,
-    step_size,
-    temperature,
-    batch_size,
-):
-    """``run(keys, tokens, params)``: one SGLD chain per member from its weights ``params`` (leading
-    member axis) on its dataset ``tokens``; per draw the order parameters on ``test`` and the train
-    loss (``protocol._observables``, computed step by step inside the scan, so memory does not grow
-    with the number of draws). As ``protocol._sgld_stage``, the kernel is driven directly in one
-    jitted program (one compilation per P) that scans the steps and maps over the members; the
-    embeddings, when frozen, enter the model as data, so each member keeps its own."""
-    from bayes_attn.analysis.protocol import _observables  # protocol imports much; only here
-
-    def model(tok, emb):
-        network_model(
-            task,
-            hyper,
-            tok,
-            activation,
-            d_model,
-            factorized=factorized,
-            train_embeddings=train_embeddings,
-            batch_size=batch_size,
-            embeddings=emb,
-        )
-
-    kernel = SGLD(model, step_size=step_size, temperature=temperature)
-
-    def one_member(args):
-        k, tok, params = args
-        emb = None if train_embeddings else (params["W_emb"], params["p"])
-        latent = {n: w for n, w in params.items() if train_embeddings or n not in ("W_emb", "p")}
-        fixed = {} if emb is None else {"W_emb": emb[0], "p": emb[1]}
-        state = kernel.init(k, warmup, latent, (tok, emb), {})
-
-        def step(state, _):
-            return kernel.sample(state, (tok, emb), {}), None
-
-        def draw(state, _):  # observables inside the scan: no stack of draws, no vmap over them
-            state = kernel.sample(state, (tok, emb), {})
-            return state, _observables({**fixed, **state.z}, tok, test, activation)
-
-        state = jax.lax.scan(step, state, None, length=warmup)[0]
-        return jax.lax.scan(draw, state, None, length=steps)[1]
-
-    program = jax.jit(lambda a: sharded_map(one_member, a))
-
-    def run(keys, tokens, params):
-        params = {n: jnp.asarray(w) for n, w in params.items()}
-        return program((keys, jnp.asarray(tokens), params))
-
-    return run
 
 
 def orthonormal_start(task, hyper, d_model: int, members: int, seed: int = 0) -> dict:

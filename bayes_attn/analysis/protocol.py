@@ -139,42 +139,22 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
     split over them (:func:`~bayes_attn.inference.sharding.sharded_map`).
     """
     P = tokens.shape[1]
-    batch = cfg.batch_size if cfg.batch_size < P else None
-    frozen = () if cfg.train_embeddings else ("W_emb", "p")  # held where Adam held them
-
-    def model(tok, emb):
-        network_model(
-            task,
-            hyper,
-            tok,
-            activation,
-            cfg.d_model,
-            batch_size=batch,
-            train_embeddings=cfg.train_embeddings,
-            embeddings=emb or None,
-        )
-
-    kernel = SGLD(model, step_size=cfg.sgld_step or 5e-4 / cfg.d_model)
-    n_steps = cfg.sgld_warmup + cfg.sgld_samples * cfg.sgld_thinning
-
-    def one_member(args):
-        k, tok, params = args
-        emb = tuple(params[n] for n in frozen)
-        init = {n: v for n, v in params.items() if n not in frozen}
-        state = kernel.init(k, cfg.sgld_warmup, init, (tok, emb), {})
-
-        def body(state, _):
-            state = kernel.sample(state, (tok, emb), {})
-            return state, state.z
-
-        _, zs = jax.lax.scan(body, state, None, length=n_steps)
-        zs = jax.tree.map(lambda z: z[cfg.sgld_warmup :: cfg.sgld_thinning], zs)
-        fixed = {n: params[n] for n in frozen}
-        obs = jax.vmap(lambda p: _observables({**fixed, **p}, tok, test, activation))(zs)
-        return obs
-
-    keys = jax.random.split(key, tokens.shape[0])
-    obs = jax.jit(lambda a: sharded_map(one_member, a))((keys, tokens, adam_params))
+    run = sgld_program(
+        task,
+        hyper,
+        activation,
+        cfg.d_model,
+        test,
+        train_embeddings=cfg.train_embeddings,  # held where Adam held them
+        factorized=False,
+        warmup=cfg.sgld_warmup,
+        steps=cfg.sgld_samples,
+        thinning=cfg.sgld_thinning,
+        step_size=cfg.sgld_step or 5e-4 / cfg.d_model,
+        temperature=1.0,
+        batch_size=cfg.batch_size if cfg.batch_size < P else None,
+    )
+    obs = run(jax.random.split(key, tokens.shape[0]), tokens, adam_params)
     c1, cG = np.asarray(obs["c1"]), np.asarray(obs["cG"])  # (member, draw)
     if activation == "linear":
         c1, cG = (np.asarray(x) for x in algebra.fold_sign(c1, cG))
@@ -185,6 +165,71 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
         "cG_sd": cG.std(1),
         "train_loss": np.asarray(obs["train_loss"]).mean(1),
     }
+
+
+def sgld_program(
+    task,
+    hyper,
+    activation,
+    d_model,
+    test,
+    *,
+    train_embeddings,
+    factorized,
+    warmup,
+    steps,
+    thinning=1,
+    step_size,
+    temperature,
+    batch_size,
+):
+    """``run(keys, tokens, params)``: one SGLD chain per member from its weights ``params`` (leading
+    member axis) on its dataset ``tokens``; per draw the order parameters on ``test`` and the train
+    loss (:func:`_observables`, computed inside the scan after every ``thinning`` steps, so memory
+    does not grow with the number of draws). The kernel is driven directly in one jitted program
+    (one compilation per P) that scans the steps and maps over the members; the embeddings, when
+    frozen, enter the model as data, so each member keeps its own. The protocol's SGLD stage and
+    :func:`~bayes_attn.analysis.hysteresis.hysteresis_sweep` both run it."""
+
+    def model(tok, emb):
+        network_model(
+            task,
+            hyper,
+            tok,
+            activation,
+            d_model,
+            factorized=factorized,
+            train_embeddings=train_embeddings,
+            batch_size=batch_size,
+            embeddings=emb,
+        )
+
+    kernel = SGLD(model, step_size=step_size, temperature=temperature)
+
+    def one_member(args):
+        k, tok, params = args
+        emb = None if train_embeddings else (params["W_emb"], params["p"])
+        latent = {n: w for n, w in params.items() if train_embeddings or n not in ("W_emb", "p")}
+        fixed = {} if emb is None else {"W_emb": emb[0], "p": emb[1]}
+        state = kernel.init(k, warmup, latent, (tok, emb), {})
+
+        def step(state, _):
+            return kernel.sample(state, (tok, emb), {}), None
+
+        def draw(state, _):  # observables inside the scan: no stack of draws, no vmap over them
+            state = jax.lax.scan(step, state, None, length=thinning)[0]
+            return state, _observables({**fixed, **state.z}, tok, test, activation)
+
+        state = jax.lax.scan(step, state, None, length=warmup)[0]
+        return jax.lax.scan(draw, state, None, length=steps)[1]
+
+    program = jax.jit(lambda a: sharded_map(one_member, a))
+
+    def run(keys, tokens, params):
+        params = {n: jnp.asarray(w) for n, w in params.items()}
+        return program((keys, jnp.asarray(tokens), params))
+
+    return run
 
 
 def _observables(params, tokens, test, activation):
