@@ -1,7 +1,7 @@
 """The ``bayes-attn`` command line: theory, sampling, training, sweeps, figures and diagnostics.
 
 Every subcommand defaults to the paper preset (L = 25, V = 5, chi = 30, g_W = g_O = 1,
-sigma^2 = 131.80); ``--L``, ``--V``, ``--chi``, ``--g-w``, ``--g-o`` and ``--sigma2`` override it.
+sigma^2 = 30, the paper's Table 1); ``--L``, ``--V``, ``--chi``, ``--g-w``, ``--g-o`` and ``--sigma2`` override it.
 Results go to stdout, the log and progress bars to stderr. Bad arguments get one line on stderr and
 exit status 2; set ``BAYES_ATTN_DEBUG=1`` to see the traceback instead.
 """
@@ -51,7 +51,7 @@ def _preset_options(f):
         click.option("--chi", type=float, default=None, help="concentration chi [30]"),
         click.option("--g-w", type=float, default=None, help="attention-weight scale g_W [1]"),
         click.option("--g-o", type=float, default=None, help="readout scale g_O [1]"),
-        click.option("--sigma2", type=float, default=None, help="noise scale sigma^2 [131.8]"),
+        click.option("--sigma2", type=float, default=None, help="noise scale sigma^2 [30]"),
     ]
     for opt in reversed(opts):
         f = opt(f)

@@ -90,8 +90,13 @@ class Hyper:
 
     @classmethod
     def paper(cls) -> Hyper:
-        """The paper preset chi = 30, g_W = g_O = 1, sigma^2 = 131.80 (linear P* = 100 at L=25, V=5)."""
-        return cls(chi=30.0, g_w=1.0, g_o=1.0, sigma2=131.80)
+        """The paper's Table 1: chi = 30, g_W = g_O = 1, noise level sigma^2 = 30.
+
+        At L = 25, V = 5 this puts the linear second-order P* at 22.76 and the softmax first-order P*
+        at 275.97 (docs/theory.md, section 8). ``Hyper(chi=30, g_w=1, g_o=1, sigma2=131.8)`` is the
+        scale that puts the linear P* at 100 instead; it is not the paper's.
+        """
+        return cls(chi=30.0, g_w=1.0, g_o=1.0, sigma2=30.0)
 
     def replace(self, **changes) -> Hyper:
         """A copy with some scales changed."""

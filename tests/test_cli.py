@@ -68,7 +68,7 @@ def test_sample_then_diagnose(capsys, tmp_path):
     assert code == 0 and (tmp_path / "plots" / "post_trace.png").exists()
     assert (tmp_path / "plots" / "post_posterior.png").exists()
     smc = tmp_path / "smc.nc"
-    argv = ["sample", "--sampler", "smc", "--activation", "softmax", "--P", "1212", "--particles"]
+    argv = ["sample", "--sampler", "smc", "--activation", "softmax", "--P", "276", "--particles"]
     code, out, _ = run(capsys, *argv, "200", "--out", smc)
     assert code == 0 and "log evidence" in out and smc.exists()
     sgld = tmp_path / "sgld.nc"

@@ -14,6 +14,7 @@ import pytest
 
 import bayes_attn as ba
 from bayes_attn.analysis import modes, phase_boundary
+from bayes_attn.analysis.modes import weight_crossing
 from bayes_attn.analysis.coexistence import (
     ensemble_occupancy,
     level_modes,
@@ -58,7 +59,7 @@ def test_reduced_phase_free_energy_matches_quadrature():
     against the exact quadrature of ``modes`` (same density, log-determinant included).
     Budget: 4 se + 0.02 nats (the floor is the basin-edge ambiguity, a 2% weight ratio)."""
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
-    P = 1212.7
+    P = weight_crossing(task, hyper).P_cross  # 276.0
     ds = phase_free_energies(task, hyper, P, "reduced", num_particles=500, replicates=3)
     m = modes(task, hyper, P, "softmax", include_logdet=True)
     assert bool(ds.distinct)
@@ -92,8 +93,9 @@ def test_level_boundary_is_the_barrier_between_the_modes():
     """At Level 2 (1-D) the highest point of the straight path between the modes is the density
     minimum that ``phase_boundary`` finds, up to the path's grid (41 points)."""
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
-    found, cut = level_modes(task, hyper, 1212.7, "reduced")
-    exact = phase_boundary(task, hyper, 1212.7, include_logdet=True)
+    P = weight_crossing(task, hyper).P_cross
+    found, cut = level_modes(task, hyper, P, "reduced")
+    exact = phase_boundary(task, hyper, P, include_logdet=True)
     step = (found["strong"]["aG"] - found["weak"]["aG"]) / 40
     assert found["weak"]["aG"] < cut < found["strong"]["aG"]
     assert abs(cut - exact) < 2 * step

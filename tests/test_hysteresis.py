@@ -71,7 +71,7 @@ def test_level2_loop_jumps_at_the_spinodals():
     sc = scales(task, hyper)
     soft = softmax_boundaries(sc, float(second_order_closed_form(sc)))
     lower, upper = soft["spinodals"]
-    Ps = np.geomspace(1000.0, 1500.0, 81)
+    Ps = np.geomspace(228.0, 341.0, 81)
     ds = theory_sweep(task, hyper, Ps)
     jp = jump_points(ds)
     for direction, spinodal in (("up", upper), ("down", lower)):
@@ -90,7 +90,7 @@ def test_level2_loop_jumps_at_the_spinodals():
 # on each member's dataset, with no finite-width shift), 2 members, Adam lr 1e-2 constant, 300 steps
 # per P with early stopping off, seed 0.
 _NET = dict(members=2, seed=0, lr=1e-2, max_steps=300, patience=10**6, train_embeddings=False)
-_NET_P = [1100, 1150, 1200, 1250, 1300, 1350]  # steps of 50 (~4%); Level-2 window 1164.1-1303.8
+_NET_P = [240, 255, 270, 285, 300, 315, 330]  # steps of 15 (~5%); Level-2 window 264.97-296.76
 
 
 def _level2_spinodals():
@@ -131,7 +131,7 @@ def _assert_jumps_bracket_the_spinodals(ds, var):
 @pytest.mark.slow
 def test_network_jumps_lie_between_the_spinodals(network_loop):
     """The warm-started network loop is closed outside the Level-2
-    spinodals (1164.1, 1303.8) and open inside them, and the ensemble-median jump points
+    spinodals (264.97, 296.76) and open inside them, and the ensemble-median jump points
     (``jump_points``) lie in grid cells that overlap the spinodal window, the down-jump below the
     up-jump. Resolution: the grid step, 50 in P; no tolerance beyond it. Measured: up-jump between
     1250 and 1300 for both members, down-jump between 1200 and 1150 (member 0) and between 1150 and
@@ -141,11 +141,11 @@ def test_network_jumps_lie_between_the_spinodals(network_loop):
     q = ds.qG.median("member")
     up, down = q.sel(direction="up"), q.sel(direction="down")
     # closed outside the window: one weak branch below it (Level 2: 0.31), one strong above (4.7)
-    assert float(up.sel(P=1100)) == pytest.approx(float(down.sel(P=1100)), abs=0.01)
-    assert float(up.sel(P=1100)) < 1.0
-    assert float(up.sel(P=1350)) == pytest.approx(float(down.sel(P=1350)), abs=0.01)
-    assert float(up.sel(P=1350)) > 2.5
-    # open inside it: weak going up, strong coming down (Level 2 at 1200: 0.43 and 3.7)
+    assert float(up.sel(P=240)) == pytest.approx(float(down.sel(P=240)), abs=0.01)
+    assert float(up.sel(P=240)) < 1.0
+    assert float(up.sel(P=330)) == pytest.approx(float(down.sel(P=330)), abs=0.01)
+    assert float(up.sel(P=330)) > 2.5
+    # open inside it: weak going up, strong coming down (Level 2 at 270: 0.41 and 3.7)
     inside = (ds.P > lower) & (ds.P < upper)
     assert bool(((down - up).where(inside) > 1.0).any()), (up.values, down.values)
     _assert_jumps_bracket_the_spinodals(ds, "qG")
@@ -155,13 +155,13 @@ def test_network_jumps_lie_between_the_spinodals(network_loop):
 def test_sgld_jumps_lie_between_the_spinodals(network_loop):
     """SGLD (temperature 1) warm-started at every P from the Adam solution of the sweep above:
     the ensemble median of its mean aG jumps in grid cells that overlap the spinodal window, down
-    below up, and the loop is closed at 1100 and 1350. Measured (seed 0): the same cells as Adam,
+    below up, and the loop is closed at 240 and 330. Measured (seed 0): the same cells as Adam,
     up between 1250 and 1300 (median crossing 1274.5), down between 1150 and 1200 (1171.7); each
     chain's mean stays within 0.09 of its Adam start (sd over draws <= 0.042), so in 300 steps no
     chain leaves the phase it starts in: the SGLD loop is the Adam loop with thermal noise."""
     ds = network_loop
     s = ds.sgld_qG.median("member")
-    for P, lo, hi in ((1100, 0.0, 1.0), (1350, 2.5, np.inf)):
+    for P, lo, hi in ((240, 0.0, 1.0), (330, 2.5, np.inf)):
         both = s.sel(P=P).values
         assert np.all((both > lo) & (both < hi)), (P, both)
         assert abs(both[0] - both[1]) < 0.1, (P, both)  # up and down agree: the loop is closed
@@ -172,16 +172,16 @@ def test_sgld_jumps_lie_between_the_spinodals(network_loop):
 
 @pytest.mark.slow
 def test_network_phase_depends_on_history():
-    """~1.5 min. At P = 1200, inside the theory's coexistence region (P* = 1212.4), the phase of
+    """~1.5 min. At P = 273, inside the theory's coexistence region (P* = 275.97), the phase of
     the network (settings of the test above) depends on where training came from: up from a
-    weak-copy solution at P = 1100 each member stays weak (measured aG = 0.47; Level 2 weak phase
-    0.43), down from a strong-copy solution at P = 1400 (above both spinodals) each stays strong
+    weak-copy solution at P = 250 each member stays weak (measured aG = 0.47; Level 2 weak phase
+    0.43), down from a strong-copy solution at P = 319 (above both spinodals) each stays strong
     (3.6, 3.8; Level 2 strong phase 3.7). Same data and embeddings on both paths."""
     from bayes_attn.analysis.hysteresis import orthonormal_start
     from bayes_attn.inference.adam import train_adam
 
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
-    pool = jax.vmap(lambda k: task.sample(k, 1400))(jax.random.split(jax.random.key(0), 2))
+    pool = jax.vmap(lambda k: task.sample(k, 319))(jax.random.split(jax.random.key(0), 2))
     start = orthonormal_start(task, hyper, 32, _NET["members"], _NET["seed"])
 
     def path(Ps):
@@ -202,7 +202,7 @@ def test_network_phase_depends_on_history():
             init = {n: ds[n].values for n in ("W_emb", "p", "W_G", "W_O")}
         return ds.aG.isel(step=-1).values
 
-    up = path([1100, 1200])
-    down = path([1400, 1200])
+    up = path([250, 273])
+    down = path([319, 273])
     assert np.all(up < 1.0), up
     assert np.all(down > 2.5), down

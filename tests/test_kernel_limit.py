@@ -13,6 +13,11 @@ from bayes_attn.models import kernel_limit_model
 from bayes_attn.theory import global_saddle, level1_action
 
 
+# The scale that puts the paper-size linear P* at 100 (not the paper's Table 1, sigma^2 = 30); this
+# test was designed at it (its P* and sample sizes below are quoted at this scale).
+P100_SCALE = ba.Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=131.8)
+
+
 def test_kernel_limit_model_sites_dims_and_density():
     task, hyper = ba.CopyTask(L=4, V=2), ba.Hyper.paper()
     tok = task.sample(jax.random.key(0), 20)
@@ -55,7 +60,7 @@ def test_kernel_limit_posterior_mean_agrees_with_reduced_saddle(P):
     dataset and the EK average, O(1/sqrt(PL)). Measured here: 0.2 sd in c1 and 0.35 sd in cG at P = 400.
     Chains start in the c1 > 0 image of the Z2 pair.
     """
-    task, hyper = ba.CopyTask(L=8, V=3), ba.Hyper.paper()
+    task, hyper = ba.CopyTask(L=8, V=3), P100_SCALE
     tok = task.sample(jax.random.key(1), P)
     sd = global_saddle(task, hyper, P, "linear")
     M0 = algebra.min_norm_M(algebra.reduced_logits(sd.c1, sd.cG, task.L), task.V)

@@ -3,18 +3,25 @@
 import jax
 import pytest
 
+import bayes_attn as ba
 from bayes_attn.theory import global_saddle, level1_map
+
+# The scale that puts the linear P* at 100 (not the paper's Table 1, sigma^2 = 30). Level 2 depends on
+# P / sigma^2 only, so here P = 150 and 400 sequences sit where P = 34 and 91 sit at Table 1: with
+# 4.4x more sequences per point, the finite-P effect this test's budget leaves out is smaller. At
+# Table 1 itself the Level-1 MAP is measured against Level 2 in docs/validation.md.
+P100_SCALE = ba.Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=131.8)
 
 
 @pytest.mark.parametrize("activation", ["linear", "softmax"])
 @pytest.mark.parametrize("P", [150, 400])
-def test_level2_saddle_agrees_with_level1_map(paper, P, activation):
+def test_level2_saddle_agrees_with_level1_map(P, activation):
     """Two sampled datasets per point. Tolerance: 2% of the leading order parameter plus 0.01 absolute.
 
     The dataset-to-dataset spread of the Level-1 MAP is ~0.5% in c1 (a1) and ~0.002 in cG (aG) here
     (THEORY.md fact 4 reports a few per cent); the absolute part covers order parameters near zero.
     """
-    task, hyper = paper
+    task, hyper = ba.CopyTask.paper(), P100_SCALE
     sd = global_saddle(task, hyper, P, activation)
     want = (sd.c1, sd.cG) if activation == "linear" else (sd.a1, sd.aG)
     for seed in (0, 1):

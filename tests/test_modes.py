@@ -2,8 +2,9 @@
 
 Error budget. The quadrature is exact to round-off: the trapezoid rule on a grid of 4 points per
 standard deviation has an aliasing error ~exp(-2 pi^2 16) for the smooth, decaying density, so
-halving the spacing changes the weights by < 1e-12 and the log-masses by < 1e-9 (float64 sums
-of ~1e3-1e5 terms), and scipy's adaptive quad agrees to 1e-8 in log-mass. What is not exact is
+halving the spacing changes the log-masses by < 1e-9 (float64 sums of ~1e3-1e5 terms, with
+chi * s of order 1e3-1e4 nats) and so the weights by < 1e-10 (a weight moves by w (1 - w) times the
+log-mass difference; measured 3.6e-12 at chi = 1000), and scipy's adaptive quad agrees to 1e-8 in log-mass. What is not exact is
 the theory's approximations, and those the tests measure: the Laplace weights differ from the exact
 ones by O(1/chi) (|w_exact - w_laplace| * chi = 0.0178, 0.0172, 0.0170, 0.0170 at chi = 30, 100,
 300, 1000; tolerance 10% about 0.017), and the finite-chi weight crossing sits O(1/chi) above the
@@ -77,7 +78,7 @@ def test_softmax_quadrature_converges_and_matches_adaptive_quad(preset, transiti
     a = modes(task, hyper, P, "softmax")
     b = modes(task, hyper, P, "softmax", points_per_sd=8.0)
     assert list(a.phase.values) == ["weak", "strong"]
-    assert np.max(np.abs(a.weight.values - b.weight.values)) < 1e-12
+    assert np.max(np.abs(a.weight.values - b.weight.values)) < 1e-10
     assert np.max(np.abs(a.log_weight.values - b.log_weight.values)) < 1e-9
     # independent: adaptive quadrature split at the barrier, relative to each mode's action
     sc = act.scales(task, hyper)
@@ -183,16 +184,16 @@ def test_phase_weight_curve(preset, transition):
     task, hyper = preset
     P_star, (lo, hi) = transition
     Ps = [
-        1100.0,
+        250.0,
         lo * 0.999,
         lo * 1.001,
-        1190.0,
-        1205.0,
+        271.0,
+        274.3,
         P_star,
-        1215.0,
-        1250.0,
+        276.6,
+        284.5,
         hi * 0.999,
-        1400.0,
+        319.0,
     ]
     pw = phase_weights(task, hyper, Ps)
     w = pw.strong_weight.values
@@ -224,7 +225,7 @@ def test_logdet_weights_converge_to_laplace(preset, transition):
 
 def test_linear_below_transition_one_mode(preset):
     task, hyper = preset
-    ds = modes(task, hyper, 50.0, "linear")
+    ds = modes(task, hyper, 11.0, "linear")
     assert ds.sizes["mode"] == 1
     m = ds.isel(mode=0)
     assert abs(float(m.c1)) < 1e-8 and abs(float(m.cG)) < 1e-8
@@ -233,10 +234,10 @@ def test_linear_below_transition_one_mode(preset):
     assert abs(float(m.log_weight - m.laplace_log_weight)) < 0.01  # Laplace, O(1/chi)
 
 
-@pytest.mark.parametrize("P", [120.0, 400.0])
+@pytest.mark.parametrize("P", [27.3, 91.0])
 def test_linear_above_transition_z2_pair(preset, P):
     """Two mirror-image modes of weight 1/2 (exact by the equivariant watershed); halving the grid
-    moves the log-masses by < 1e-9. At P = 120 the two images overlap (Laplace off by 0.10)."""
+    moves the log-masses by < 1e-9. At P = 27.3 (1.2 P*) the two images overlap (Laplace off by 0.10)."""
     task, hyper = preset
     ds = modes(task, hyper, P, "linear")
     fine = modes(task, hyper, P, "linear", points_per_sd=8.0)
@@ -250,10 +251,10 @@ def test_linear_above_transition_z2_pair(preset, P):
 
 
 def test_linear_past_crossover_two_pairs(preset):
-    """P = 3000: the copy pair and the metastable cG < 0 pair; the latter's mass (e^-1029 relative)
+    """P = 680: the copy pair and the metastable cG < 0 pair; the latter's mass (e^-1029 relative)
     is still resolved, and matches Laplace to 1e-3 in log."""
     task, hyper = preset
-    ds = modes(task, hyper, 3000.0, "linear")
+    ds = modes(task, hyper, 680.0, "linear")
     assert ds.sizes["mode"] == 4
     assert np.allclose(ds.weight.values, [0.5, 0.5, 0.0, 0.0], atol=1e-12)
     assert np.all(np.isfinite(ds.log_weight.values))

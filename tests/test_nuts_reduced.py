@@ -49,7 +49,7 @@ def _softmax_quadrature(task, hyper, P, sd):
 
 
 @pytest.mark.parametrize(
-    "activation, P", [("linear", 50.0), ("linear", 300.0), ("softmax", 300.0), ("softmax", 2000.0)]
+    "activation, P", [("linear", 11.0), ("linear", 68.0), ("softmax", 68.0), ("softmax", 455.0)]
 )
 def test_reduced_posterior_matches_quadrature(paper, activation, P):
     task, hyper = paper
@@ -86,7 +86,7 @@ def test_inference_data_is_complete_and_round_trips(paper, tmp_path):
         order_param_model,
         task,
         hyper,
-        2000.0,
+        455.0,
         "softmax",
         num_chains=2,
         num_warmup=100,
@@ -97,7 +97,7 @@ def test_inference_data_is_complete_and_round_trips(paper, tmp_path):
     assert {"diverging", "energy", "tree_depth", "step_size"} <= set(idata.sample_stats.data_vars)
     assert idata.posterior.attrs["activation"] == "softmax"
     assert idata.posterior.attrs["level"] == "order_parameters"
-    assert idata.posterior.attrs["L"] == 25 and idata.posterior.attrs["sigma2"] == 131.8
+    assert idata.posterior.attrs["L"] == 25 and idata.posterior.attrs["sigma2"] == 30.0
     path = tmp_path / "x.nc"
     idata.to_netcdf(path)
     back = az.from_netcdf(path)
@@ -120,7 +120,7 @@ def test_diagnose_flags_stuck_z2_chains(paper):
         order_param_model,
         task,
         hyper,
-        300.0,
+        68.0,
         "linear",
         num_warmup=200,
         num_samples=300,
@@ -137,7 +137,7 @@ def test_diagnose_flags_stuck_z2_chains(paper):
         order_param_model,
         task,
         hyper,
-        50.0,
+        11.0,
         "linear",
         num_warmup=300,
         num_samples=1000,

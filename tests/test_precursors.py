@@ -12,7 +12,6 @@ import pytest
 import bayes_attn as ba
 from bayes_attn.analysis.precursors import precursors
 
-P_FIRST = 1212.4272504  # softmax equal-action P* at the paper preset (docs/theory.md section 7)
 
 
 @pytest.fixture(scope="module")
@@ -22,14 +21,22 @@ def linear_P_star():
     return float(second_order_closed_form(scales(ba.CopyTask.paper(), ba.Hyper.paper())))
 
 
-def test_nuts_variance_matches_quadrature_not_laplace_near_P_star():
-    """Linear P = 90 (0.9 P*): NUTS agrees with quadrature, and rejects Laplace (0.0101 vs 0.0067).
-    Softmax P = 1100 (below the lower spinodal, one phase): NUTS agrees with quadrature.
+@pytest.fixture(scope="module")
+def softmax_P_star():
+    """The softmax equal-action P* at the paper preset (275.97; docs/theory.md section 7)."""
+    from bayes_attn.theory import phase_boundaries
+
+    return phase_boundaries(ba.CopyTask.paper(), ba.Hyper.paper()).first_order
+
+
+def test_nuts_variance_matches_quadrature_not_laplace_near_P_star(linear_P_star):
+    """Linear P = 0.9 P* = 20.5: NUTS agrees with quadrature, and rejects Laplace (0.0101 vs 0.0067).
+    Softmax P = 250 (below the lower spinodal 265, one phase): NUTS agrees with quadrature.
     Two NUTS runs of 4 x 1000 draws: 36 s on two CPU cores (4 min when they are busy)."""
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     kw = dict(nuts=True, num_chains=4, num_warmup=300, num_samples=1000, seed=0)
-    lin = precursors(task, hyper, [90.0], "linear", **kw).isel(P=0)
-    soft = precursors(task, hyper, [1100.0], "softmax", **kw).isel(P=0)
+    lin = precursors(task, hyper, [0.9 * linear_P_star], "linear", **kw).isel(P=0)
+    soft = precursors(task, hyper, [250.0], "softmax", **kw).isel(P=0)
     for ds in (lin, soft):
         z = abs(float(ds.var_nuts - ds.var_exact)) / float(ds.mcse_nuts)
         assert z < 4.0, (float(ds.var_nuts), float(ds.var_exact), float(ds.mcse_nuts))
@@ -41,7 +48,7 @@ def test_linear_variance_grows_towards_P_star(linear_P_star):
     """Below P* the exact and Laplace variances of c1 grow monotonically; Laplace diverges at P*,
     while the exact variance stays finite and scales like chi^(-1/2) there (chi^(-1) elsewhere)."""
     task = ba.CopyTask.paper()
-    Ps = [20.0, 50.0, 80.0, 90.0, 95.0, 99.0, linear_P_star]
+    Ps = [f * linear_P_star for f in (0.2, 0.5, 0.8, 0.9, 0.95, 0.99, 1.0)]
     out = {}
     for chi in (30.0, 3000.0):
         ds = precursors(task, ba.Hyper.paper().replace(chi=chi), Ps, "linear")
@@ -55,13 +62,14 @@ def test_linear_variance_grows_towards_P_star(linear_P_star):
     assert 8.0 < out[3000.0][-1] / out[30.0][-1] < 11.0
 
 
-def test_softmax_variance_stays_finite_at_the_jump():
+def test_softmax_variance_stays_finite_at_the_jump(softmax_P_star):
     """The global (weak-copy) phase keeps a finite curvature up to P*: chi * var converges as
-    chi grows (to the Laplace value), unlike the linear P*. It does grow (x5 from P = 300), because
-    the weak phase softens towards its own spinodal at 1304, beyond the jump; at finite chi the
+    chi grows (to the Laplace value), unlike the linear P*. It does grow (x5 from P = 68), because
+    the weak phase softens towards its own spinodal at 297, beyond the jump; at finite chi the
     full posterior's variance jumps only within ~1/chi of P* (the two-phase mixture)."""
     task = ba.CopyTask.paper()
-    Ps = [300.0, 1000.0, 1200.0, P_FIRST]
+    P_FIRST = softmax_P_star
+    Ps = [68.0, 228.0, 273.0, P_FIRST]
     scaled, lap = {}, {}
     for chi in (30.0, 3000.0):
         ds = precursors(task, ba.Hyper.paper().replace(chi=chi), Ps, "softmax")
@@ -72,8 +80,8 @@ def test_softmax_variance_stays_finite_at_the_jump():
     assert scaled[3000.0] == pytest.approx(lap[3000.0], rel=2e-3)
     assert scaled[3000.0][-1] / scaled[30.0][-1] == pytest.approx(1.0, abs=0.1)
     # the full posterior at P* at chi = 30 holds both phases: its variance is the mixture's
-    mix = precursors(task, ba.Hyper.paper(), [P_FIRST, 1000.0], "softmax")
+    mix = precursors(task, ba.Hyper.paper(), [P_FIRST, 228.0], "softmax")
     assert float(mix.var_exact.sel(P=P_FIRST)) > 100 * float(mix.var_exact_global.sel(P=P_FIRST))
-    assert float(mix.var_exact.sel(P=1000.0)) == pytest.approx(
-        float(mix.var_exact_global.sel(P=1000.0)), rel=1e-9
+    assert float(mix.var_exact.sel(P=228.0)) == pytest.approx(
+        float(mix.var_exact_global.sel(P=228.0)), rel=1e-9
     )

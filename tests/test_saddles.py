@@ -23,7 +23,8 @@ def _grid_minima_linear(task, hyper, P, half=1.5, n=601):
     return sorted((S[i, j], C1[i, j], CG[i, j]) for i, j in np.argwhere(loc))
 
 
-@pytest.mark.parametrize("P", [50.0, 150.0, 800.0, 1500.0, 3000.0])
+# Table 1: P* = 22.76 (linear); c1 peaks near 303; a metastable cG < 0 minimum far above
+@pytest.mark.parametrize("P", [11.0, 34.0, 180.0, 340.0, 680.0])
 def test_linear_saddles_match_dense_grid(paper, P):
     task, hyper = paper
     found = saddles(task, hyper, P, "linear")
@@ -36,7 +37,9 @@ def test_linear_saddles_match_dense_grid(paper, P):
         assert np.all(np.linalg.eigvalsh(sd.hessian) > 0)
 
 
-@pytest.mark.parametrize("P", [300.0, 1100.0, 1200.0, 1250.0, 2000.0])
+# softmax at Table 1: one phase, below the lower spinodal 264.97, between it and P* = 275.97,
+# between P* and the upper spinodal 296.76, one phase far above
+@pytest.mark.parametrize("P", [68.0, 250.0, 273.0, 285.0, 455.0])
 def test_softmax_saddles_match_dense_grid(paper, P):
     task, hyper = paper
     sc = act.scales(task, hyper)
@@ -79,7 +82,7 @@ def test_softmax_first_order_jump(paper):
 def test_linear_metastable_copy_sign_is_found(paper):
     """Far above the crossover the approximate Z2 x Z2 leaves a metastable minimum with cG < 0."""
     task, hyper = paper
-    found = saddles(task, hyper, 3000.0, "linear")
+    found = saddles(task, hyper, 680.0, "linear")
     assert len(found) == 2
     assert found[0].cG > 0 > found[1].cG and found[0].action < found[1].action
 
@@ -88,10 +91,10 @@ def test_linear_metastable_copy_sign_is_found(paper):
 def test_laplace_weight_converges_to_quadrature(paper, activation):
     """log int exp(-chi s) over the basin against the Laplace log-weight: the error falls like 1/chi."""
     task, _ = paper
-    P = 600.0 if activation == "linear" else 300.0
+    P = 137.0 if activation == "linear" else 68.0
     errs = []
     for chi in (30.0, 300.0, 3000.0):
-        hyper = ba.Hyper(chi=chi, g_w=1.0, g_o=1.0, sigma2=131.8)
+        hyper = ba.Hyper.paper().replace(chi=chi)
         sd = saddles(task, hyper, P, activation)[0]
         sc = act.scales(task, hyper)
         w = 8 / np.sqrt(chi * np.diag(sd.hessian))  # +- 8 standard deviations

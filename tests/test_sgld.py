@@ -188,7 +188,7 @@ def test_vectorized_chains_warm_start_schedule_and_arviz():
 
 
 def test_reduced_posterior_matches_nuts(paper):
-    """Linear reduced model at P = 50 (< P* ~ 100: unimodal at 0, see test_nuts_reduced), near
+    """Linear reduced model at P = 11.4 (< P* = 22.76: unimodal at 0, see test_nuts_reduced), near
     Gaussian with precision chi * Hessian of the action at 0, eigenvalues lam_k = 390, 721.
     eps = 0.1 / lam_max; on a Gaussian, ULA keeps the mean and inflates the sd along direction k by
     1 / sqrt(1 - eps lam_k / 2) - 1 <= 2.6 %; we allow bias = 2 x (eps lam_max / 4) x sd for means
@@ -196,14 +196,14 @@ def test_reduced_posterior_matches_nuts(paper):
     draws; NUTS: 4 chains x 1000 draws."""
     task, hyper = paper
     sc = act.scales(task, hyper)
-    hess = jax.jit(jax.hessian(lambda c: hyper.chi * act.action_linear(c, 50.0, sc)))(jnp.zeros(2))
+    hess = jax.jit(jax.hessian(lambda c: hyper.chi * act.action_linear(c, 11.4, sc)))(jnp.zeros(2))
     lam_max = np.linalg.eigvalsh(np.asarray(hess)).max()
     eps = 0.1 / lam_max
     sgld = run_sgld(
         order_param_model,
         task,
         hyper,
-        50.0,
+        11.4,
         "linear",
         step_size=eps,
         num_warmup=500,
@@ -215,7 +215,7 @@ def test_reduced_posterior_matches_nuts(paper):
         order_param_model,
         task,
         hyper,
-        50.0,
+        11.4,
         "linear",
         num_warmup=300,
         num_samples=1000,
