@@ -24,7 +24,8 @@ QUICK_PS = (20, 100, 300, 800)
 
 def protocol(quick: bool = False) -> SweepConfig:
     """The paper protocol (Table 1, our learning rates: ``ProtocolConfig.paper()``): Adam
-    ensembles, then SGLD from Adam, both activations; the Level-1 MAP is left out.
+    ensembles of width 256, then SGLD from Adam, both activations, against the Level-2 saddle and
+    the Level-1 MAP on the first member's dataset.
 
     ``quick``: four P values, three members of width 32, short SGLD.
     """
@@ -39,7 +40,7 @@ def protocol(quick: bool = False) -> SweepConfig:
             level1=False,
         )
         return SweepConfig(kind="protocol", P=QUICK_PS, options=options)
-    return SweepConfig(kind="protocol", P=PAPER_PS, options={"level1": False})
+    return SweepConfig(kind="protocol", P=PAPER_PS)
 
 
 def _theory_grid(quick: bool) -> dict:
