@@ -61,7 +61,7 @@ def reduced():
         ("softmax", 300.0),
         ("softmax", 2000.0),
     ):
-        fold = activation == "linear" and P > 100  # above P* = 100
+        fold = activation == "linear" and P > 22.76  # above P* = 22.76 (Table 1)
         first, second, ess = _timed_runs(
             order_param_model, (task, hyper, P, activation), 500, 2000, 4, fold=fold
         )

@@ -45,8 +45,8 @@ def protocol(quick: bool = False) -> SweepConfig:
 
 def _theory_grid(quick: bool) -> dict:
     if quick:
-        return dict(P=(1.0, 2e4, 60), L=tuple(range(4, 41, 4)), V=tuple(range(2, 11)))
-    return dict(P=(1.0, 2e4, 240), L=tuple(range(3, 41)), V=tuple(range(2, 13)))
+        return dict(P=(1.0, 5e3, 60), L=tuple(range(4, 41, 4)), V=tuple(range(2, 11)))
+    return dict(P=(1.0, 5e3, 240), L=tuple(range(3, 41)), V=tuple(range(2, 13)))
 
 
 def fig1(quick: bool = False) -> dict:

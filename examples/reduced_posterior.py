@@ -1,6 +1,6 @@
 """The reduced posterior of (c1, cG) across the linear second-order transition.
 
-NUTS samples exp(-chi s(c1, cG)) at several P around P* = 100 (paper preset). The figures show the
+NUTS samples exp(-chi s(c1, cG)) at several P around P* = 22.76 (the paper's Table 1). The figures show the
 posterior with ``az.plot_posterior`` / ``az.plot_pair`` below and above P*, and the posterior variance
 of c1 against P: the fluctuations grow towards P*, the precursor of a second-order transition,
 beside the Laplace (Hessian) prediction (H^-1)_11 / chi, which diverges there.
@@ -34,11 +34,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     P_star = theory.phase_boundaries(task, hyper).second_order
-    Ps = (
-        [40.0, 100.0, 250.0]
-        if args.quick
-        else [30, 50, 70, 85, 95, 100, 105, 115, 140, 200, 300, 500]
-    )
+    Ps = [9.0, 23.0, 57.0] if args.quick else [7, 11, 16, 19, 21.6, 22.8, 23.9, 26, 32, 46, 68, 114]
     draws = 300 if args.quick else 2000
 
     rows, runs = [], {}

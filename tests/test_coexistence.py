@@ -14,7 +14,6 @@ import pytest
 
 import bayes_attn as ba
 from bayes_attn.analysis import modes, phase_boundary
-from bayes_attn.analysis.modes import weight_crossing
 from bayes_attn.analysis.coexistence import (
     ensemble_occupancy,
     level_modes,
@@ -24,6 +23,7 @@ from bayes_attn.analysis.coexistence import (
     start_occupancy,
 )
 from bayes_attn.analysis.hysteresis import orthonormal_start
+from bayes_attn.analysis.modes import weight_crossing
 from bayes_attn.inference.basins import basin_evidence
 from bayes_attn.models import network_model
 

@@ -13,7 +13,6 @@ import bayes_attn as ba
 from bayes_attn.analysis.precursors import precursors
 
 
-
 @pytest.fixture(scope="module")
 def linear_P_star():
     from bayes_attn.theory import scales, second_order_closed_form

@@ -23,7 +23,8 @@ def test_sample_shapes_and_targets():
 def test_presets():
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     assert (task.L, task.V) == (25, 5)
-    assert (hyper.chi, hyper.g_w, hyper.g_o, hyper.sigma2) == (30.0, 1.0, 1.0, 30.0)  # the paper's Table 1
+    # the paper's Table 1
+    assert (hyper.chi, hyper.g_w, hyper.g_o, hyper.sigma2) == (30.0, 1.0, 1.0, 30.0)
 
 
 @pytest.mark.parametrize(

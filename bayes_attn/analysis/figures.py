@@ -23,7 +23,7 @@ import xarray as xr
 import bayes_attn
 from bayes_attn import algebra, theory
 from bayes_attn.analysis import plots
-from bayes_attn.analysis.sweep import SweepConfig, run_sweep
+from bayes_attn.analysis.sweep import SweepConfig, _known_options, run_sweep
 from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
@@ -121,8 +121,10 @@ def _attention_and_loss(spec, ctx):
 
 def _transition(spec, ctx):
     act = spec["activation"]
-    proto = _one_point(ctx.sweep("protocol", spec["sweeps"]["protocol"]))
+    cfg = spec["sweeps"]["protocol"]
+    proto = _one_point(ctx.sweep("protocol", cfg))
     grid = spec["theory"]
+    opts = {**_known_options(cfg.kind), **cfg.options}
     return plots.order_parameter_transition(
         proto,
         ctx.theory("curve", act, grid),
@@ -130,6 +132,7 @@ def _transition(spec, ctx):
         ctx.theory("V", act, grid),
         act,
         ctx.boundaries(),
+        networks=f"{opts['members']} networks of width {opts['d_model']}",
     )
 
 

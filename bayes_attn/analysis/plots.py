@@ -16,6 +16,14 @@ def _vline(ax, x, **kw):
         ax.axvline(x, **kw)
 
 
+def _plain_log_ticks(ax):
+    """Log-scaled P axis with plain numbers at the decades and no labelled minor ticks."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def _order_names(activation: str) -> tuple[str, str]:
     return ("c1", "cG") if activation == "linear" else ("a1", "aG")
 
@@ -29,60 +37,97 @@ def attention_and_loss(protocol, theory_attention, curves, Ps=(20, 100, 300, 800
     Parameters
     ----------
     protocol : xarray.Dataset
-        A protocol sweep at one (L, V, seed): ``adam_A_bar`` (activation, P, member, query, key) and
-        ``adam_train_loss`` (activation, P, member).
+        A protocol sweep at one (L, V, seed): ``adam_A_bar`` (activation, P, member, query, key),
+        ``adam_train_loss`` and, when present, ``sgld_train_loss`` (activation, P, member).
     theory_attention : xarray.DataArray
         The theory's mean attention at the saddle, dims (activation, P, query, key).
     curves : dict
         activation -> theory Dataset along a fine P grid with ``loss`` (``phase_diagram`` at one L).
     Ps : the training-set sizes whose patterns are shown.
 
-    Each trained/theory pair of patterns shares one colour scale.
+    All patterns of one activation, trained and theory at every P, share one colour scale and one
+    colour bar, so that a zero pattern, uniform pooling and the copy diagonal read as what they
+    are. Linear attention can be negative and gets a diverging scale centred on zero. The loss
+    panel spans the protocol's P range: the theory (dashed), and each ensemble's mean with its
+    spread (one standard deviation over members), Adam as circles and SGLD as diamonds.
     """
     acts = list(protocol.activation.values)
     Ps = [P for P in Ps if P in protocol.P.values]
-    fig = plt.figure(figsize=(3.0 * len(Ps) + 5.5, 2.3 * 2 * len(acts)), constrained_layout=True)
-    grid = fig.add_gridspec(2 * len(acts), len(Ps) + 2)
+    fig = plt.figure(figsize=(2.6 * len(Ps) + 6.5, 2.3 * 2 * len(acts)), constrained_layout=True)
+    grid = fig.add_gridspec(
+        2 * len(acts), len(Ps) + 3, width_ratios=[1] * len(Ps) + [0.08, 1.2, 1.2]
+    )
     for r, act in enumerate(acts):
         rows = (
             ("trained", protocol.adam_A_bar.sel(activation=act).mean("member")),
             ("theory", theory_attention.sel(activation=act)),
         )
-        for c, P in enumerate(Ps):
-            pair = [A.sel(P=P).values for _, A in rows]
-            pair = [a[np.isfinite(a).all(1)][:, np.isfinite(a).all(0)] for a in pair]
-            lo = min(0.0, *(float(a.min()) for a in pair))  # linear attention can be negative
-            hi = max(1e-12, *(float(a.max()) for a in pair))
-            for k, (what, _) in enumerate(rows):
+        shown = [[A.sel(P=P).values for P in Ps] for _, A in rows]
+        shown = [[a[np.isfinite(a).all(1)][:, np.isfinite(a).all(0)] for a in row] for row in shown]
+        top = max(1e-12, *(float(np.abs(a).max()) for row in shown for a in row))
+        if act == "linear":
+            cmap, lo, hi = "RdBu_r", -top, top
+        else:
+            cmap, lo, hi = "magma", 0.0, top
+        for k, (what, _) in enumerate(rows):
+            for c, P in enumerate(Ps):
                 ax = fig.add_subplot(grid[2 * r + k, c])
-                ax.imshow(pair[k], cmap="magma", vmin=lo, vmax=hi)
+                im = ax.imshow(shown[k][c], cmap=cmap, vmin=lo, vmax=hi)
                 ax.set_xticks([])
                 ax.set_yticks([])
                 if k == 0:
                     ax.set_title(f"P = {P}", fontsize=9)
                 if c == 0:
                     ax.set_ylabel(f"{act}\n{what}", fontsize=9)
-    ax = fig.add_subplot(grid[:, len(Ps) :])
+                if r == len(acts) - 1 and k == 1:
+                    ax.set_xlabel("key b", fontsize=8)
+        cax = fig.add_subplot(grid[2 * r : 2 * r + 2, len(Ps)])
+        fig.colorbar(im, cax=cax, label=f"{act} attention A[a, b]")
+    ax = fig.add_subplot(grid[:, len(Ps) + 1 :])
+    P_lo, P_hi = float(protocol.P.min()), float(protocol.P.max())
     for n, act in enumerate(acts):
         color = f"C{3 * n}"
         curve = curves[act]
-        ax.plot(curve.P, curve.loss, color=color, ls="--", label=f"{act}, theory")
-        loss = protocol.adam_train_loss.sel(activation=act)
-        ax.errorbar(
-            loss.P,
-            loss.mean("member"),
-            loss.std("member"),
-            fmt="o",
-            color=color,
-            ms=4,
-            label=f"{act}, Adam ensemble",
-        )
-    ax.set(xscale="log", xlabel="P (training sequences)", ylabel="train loss per token")
+        keep = (curve.P >= 0.8 * P_lo) & (curve.P <= 1.25 * P_hi)
+        ax.plot(curve.P[keep], curve.loss[keep], color=color, ls="--", label=f"{act}: theory")
+        for stage, marker, name in (("adam", "o", "Adam"), ("sgld", "D", "SGLD")):
+            if f"{stage}_train_loss" not in protocol:
+                continue
+            loss = protocol[f"{stage}_train_loss"].sel(activation=act)
+            ax.errorbar(
+                loss.P,
+                loss.mean("member"),
+                loss.std("member"),
+                fmt=marker,
+                color=color,
+                mfc=color if stage == "adam" else "none",
+                ms=4,
+                capsize=2,
+                label=f"{act}: {name} ensemble",
+            )
+    ax.set(
+        xscale="log",
+        xlabel="P (training sequences)",
+        ylabel="train loss per token",
+        title="loss per token",
+    )
+    _plain_log_ticks(ax)
     ax.legend(fontsize=8)
     return fig
 
 
-def order_parameter_transition(protocol, curve, diagram_L, diagram_V, activation, boundaries=None):
+_BOUNDARY_WORDS = {
+    "second_order": "second-order P*",
+    "crossover": "crossover (steepest copy growth)",
+    "first_order": "first-order P*",
+    "spinodal_lower": "lower spinodal",
+    "spinodal_upper": "upper spinodal",
+}
+
+
+def order_parameter_transition(
+    protocol, curve, diagram_L, diagram_V, activation, boundaries=None, networks="networks"
+):
     """Paper Figs. 3 (linear) and 4 (softmax): order parameters against P, networks and theory,
     and the phase diagrams of the loss per token over (P, L) and (P, V).
 
@@ -97,11 +142,15 @@ def order_parameter_transition(protocol, curve, diagram_L, diagram_V, activation
         ``phase_diagram`` over (L, P) and (V, P) with boundaries.
     boundaries : PhaseBoundaries, optional
         Marked on the order-parameter panel.
+    networks : str
+        What the network points are, for the title (e.g. "networks of width 256").
     """
     names = _order_names(activation)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.0), constrained_layout=True)
     ax = axes[0]
     net = protocol.sel(activation=activation)
+    P_lo, P_hi = 0.7 * float(net.P.min()), 2.0 * float(net.P.max())
+    curve = curve.sel(P=(curve.P >= P_lo) & (curve.P <= P_hi))
     for k, (q, stored) in enumerate(zip(names, ("c1", "cG"), strict=True)):
         color = f"C{k}"
         ax.plot(curve.P, curve[q], color=color, ls="--", label=f"{_LATEX[q]} theory")
@@ -119,11 +168,24 @@ def order_parameter_transition(protocol, curve, diagram_L, diagram_V, activation
             )
     if boundaries is not None:
         if activation == "linear":
-            _vline(ax, boundaries.second_order, color="k", lw=0.8, label="2nd-order P*")
+            _vline(ax, boundaries.second_order, color="k", lw=0.8, label="second-order P*")
             _vline(ax, boundaries.crossover, color="k", ls="--", lw=0.8, label="crossover")
         else:
-            _vline(ax, boundaries.first_order, color="C3", lw=0.8, label="1st-order P*")
-    ax.set(xscale="log", xlabel="P (training sequences)", title=f"{activation} attention")
+            _vline(ax, boundaries.first_order, color="C3", lw=0.8, label="first-order P*")
+            for x in boundaries.spinodals:
+                _vline(ax, x, color="C3", ls=":", lw=0.8)
+    if "level1_cG" in net and np.isfinite(net["level1_cG"].values).any():
+        for k, stored in enumerate(("c1", "cG")):
+            v = net[f"level1_{stored}"]
+            ax.plot(v.P, v, "x", color=f"C{k}", ms=6, label=f"{_LATEX[names[k]]} Level-1 MAP")
+    ax.set(
+        xscale="log",
+        xlim=(P_lo, P_hi),
+        xlabel="P (training sequences)",
+        ylabel="order parameter",
+        title=f"{activation} attention: {networks} and theory",
+    )
+    _plain_log_ticks(ax)
     ax.legend(fontsize=7, ncol=2)
     lines = (
         (("second_order", "k", "-"), ("crossover", "w", "--"))
@@ -135,7 +197,9 @@ def order_parameter_transition(protocol, curve, diagram_L, diagram_V, activation
         fig.colorbar(im, ax=ax, label="theory loss per token")
         for name, color, ls in lines:
             if name in diag:
-                ax.plot(diag[name], diag[axis], color=color, ls=ls, lw=1.2, label=name)
+                ax.plot(
+                    diag[name], diag[axis], color=color, ls=ls, lw=1.2, label=_BOUNDARY_WORDS[name]
+                )
         ax.set(
             xscale="log",
             xlim=(float(diag.P.min()), float(diag.P.max())),
