@@ -12,7 +12,6 @@ from bayes_attn.inference import run_nuts
 from bayes_attn.models import kernel_limit_model
 from bayes_attn.theory import global_saddle, level1_action
 
-
 # The scale that puts the paper-size linear P* at 100 (not the paper's Table 1, sigma^2 = 30); this
 # test was designed at it (its P* and sample sizes below are quoted at this scale).
 P100_SCALE = ba.Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=131.8)
