@@ -1,18 +1,18 @@
-"""Numbers in docs/validation.md "Hysteresis loop": warm-started Adam networks at the paper preset.
+"""Numbers in docs/validation.md "Hysteresis loop": warm-started Adam networks at Table 1.
 
 Softmax, L = 25, V = 5, 2 members, Adam lr 1e-2 constant, early stopping off, seed 0, embeddings
 frozen (``train_embeddings=False``); each member trains on the first P sequences of one pool of
 max(Ps) sequences, warm-started from the previous P (``hysteresis_sweep``), up the grid and back down.
 
 * ``test``: width 32, embeddings at an orthonormal basis (``orthonormal_start``: Gram = identity, so
-  the objective is the Level-1 action on the member's data), P = 1100 ... 1350 in steps of 50, 300
+  the objective is the Level-1 action on the member's data), P = 240 ... 330 in steps of 15, 300
   steps per P, and at every P SGLD from each member's Adam solution (temperature 1, step 5e-4 / d,
   full batch, 100 warm-up steps, mean over 200 draws): the run of
   ``test_network_jumps_lie_between_the_spinodals`` and ``test_sgld_jumps_lie_between_the_spinodals``
   (~6.5 min on two CPU cores);
-* ``wide``: the same embeddings and data on P = 1000 ... 1500, 400 steps per P (~8 min);
+* ``wide``: the same embeddings and data on P = 230 ... 340 in steps of 10, 400 steps per P;
 * ``prior``: width 256, embeddings at their prior draw (random Gram, E g^-1 = d / (d - n - 1) = 1.14),
-  P = 1050 ... 1600, 300 steps per P (~8 min).
+  P = 240 ... 365, 300 steps per P.
 
 Run: ``.venv/bin/python docs/scripts/hysteresis_network.py [test|wide|prior ...]`` (default: all).
 """
@@ -28,9 +28,9 @@ from bayes_attn.theory.boundaries import phase_boundaries
 task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
 NET = dict(members=2, seed=0, lr=1e-2, patience=10**6, train_embeddings=False, progress=False)
 RUNS = {
-    "test": (32, "orthonormal", [1100, 1150, 1200, 1250, 1300, 1350], 300),
-    "wide": (32, "orthonormal", [1000, 1050, 1100, 1150, 1200, 1250, 1300, 1350, 1400, 1500], 400),
-    "prior": (256, "prior", [1050, 1100, 1150, 1200, 1250, 1300, 1350, 1400, 1500, 1600], 300),
+    "test": (32, "orthonormal", [240, 255, 270, 285, 300, 315, 330], 300),
+    "wide": (32, "orthonormal", list(range(230, 341, 10)), 400),
+    "prior": (256, "prior", [240, 250, 260, 270, 280, 290, 300, 320, 340, 365], 300),
 }
 SGLD = {"test": dict(sgld_warmup=100, sgld_steps=200)}  # SGLD from Adam at every P
 
