@@ -50,7 +50,10 @@ def test_sweep_sgld_from_adam_keeps_adam_and_the_frozen_embeddings():
     xr.testing.assert_identical(ds.qG, plain.qG)  # the next P starts from Adam, not from SGLD
     for k in ("sgld_q1", "sgld_qG", "sgld_qG_sd", "sgld_train_loss"):
         assert np.all(np.isfinite(ds[k].values)), k
-    assert ds.attrs["sgld_steps"] == 20 and ds.attrs["sgld_step"] == pytest.approx(5e-4 / 8)
+    assert ds.attrs["sgld_steps"] == 20 and ds.attrs["sgld_step"] == 0.0  # 0: the rule, per P
+    steps = ds.sgld_step_size.values  # min(5e-4 / d, 0.1 / lambda_max), one per (direction, P)
+    assert np.all((steps > 0) & (steps <= 5e-4 / 8))
+    assert np.all(steps == steps[..., :1])  # one step for the whole ensemble
     # near the Adam solution: the chain is short and its step small
     assert np.allclose(ds.sgld_train_loss, ds.train_loss, rtol=0.2)
     jp = jump_points(ds, var="sgld_qG")

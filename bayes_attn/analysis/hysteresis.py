@@ -79,7 +79,7 @@ def hysteresis_sweep(
     With ``sgld_steps`` > 0, at every P (both ways) each member's Adam solution also starts an SGLD
     chain (:class:`~bayes_attn.inference.SGLD` on :func:`~bayes_attn.models.network_model`, the
     network and sampler of the protocol): ``sgld_warmup`` discarded steps, then ``sgld_steps``
-    draws, step ``sgld_step`` (default 5e-4 / d_model, the protocol's), temperature
+    draws, step ``sgld_step`` (default: the protocol's curvature rule, ``sgld_step_size``), temperature
     ``sgld_temperature``, full-batch (ULA) unless ``sgld_batch_size``. With
     ``train_embeddings=False`` the chain holds the same frozen embeddings as Adam and samples
     (W_G, W_O); otherwise it samples the embeddings too. Recorded: ``sgld_q1``, ``sgld_qG`` (means
@@ -117,14 +117,14 @@ def hysteresis_sweep(
             factorized=bool(adam_kwargs.get("factorized", False)),
             warmup=sgld_warmup,
             steps=sgld_steps,
-            step_size=sgld_step or 5e-4 / d_model,
+            step_size=sgld_step,
             temperature=sgld_temperature,
             batch_size=sgld_batch_size,
         )
     names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
     keys = ("q1", "qG", "train_loss")
     if sgld_steps:
-        keys += ("sgld_q1", "sgld_qG", "sgld_qG_sd", "sgld_train_loss")
+        keys += ("sgld_q1", "sgld_qG", "sgld_qG_sd", "sgld_train_loss", "sgld_step_size")
     out = {k: np.full((2, len(Ps), members), np.nan) for k in keys}
     start = "prior" if init is None else "given"
     order = [(0, j) for j in range(len(Ps))] + [(1, j) for j in reversed(range(len(Ps)))]
@@ -158,6 +158,7 @@ def hysteresis_sweep(
             out["sgld_qG"][direction, j] = qG.mean(1)
             out["sgld_qG_sd"][direction, j] = qG.std(1)
             out["sgld_train_loss"][direction, j] = np.asarray(obs["train_loss"]).mean(1)
+            out["sgld_step_size"][direction, j] = obs["step_size"]
     dims = ("direction", "P", "member")
     return xr.Dataset(
         {k: (dims, v) for k, v in out.items()},
@@ -172,7 +173,7 @@ def hysteresis_sweep(
             "train_embeddings": int(train_emb),
             "sgld_steps": sgld_steps,
             "sgld_warmup": sgld_warmup if sgld_steps else 0,
-            "sgld_step": (sgld_step or 5e-4 / d_model) if sgld_steps else 0.0,
+            "sgld_step": (sgld_step or 0.0) if sgld_steps else 0.0,  # 0: per P, sgld_step_size
             "sgld_temperature": sgld_temperature if sgld_steps else 0.0,
             "sgld_batch_size": sgld_batch_size or 0,
         },

@@ -19,12 +19,15 @@ from __future__ import annotations
 import dataclasses
 import time
 import tomllib
+from functools import partial
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
+from jax.flatten_util import ravel_pytree
+from numpyro.infer.util import potential_energy
 from tqdm.auto import tqdm
 
 import bayes_attn
@@ -68,7 +71,8 @@ class ProtocolConfig:
     warmup_init: float = 1e-4  # softmax: lr ramps up from lr * warmup_init
     chunk: int = 100
     # SGLD, warm-started from Adam
-    sgld_step: float | None = None  # default 5e-4 / d_model, below the stability bound ~ 1 / d
+    # None: the curvature rule of sgld_step_size (at most 5e-4 / d_model, and 0.1 / lambda_max)
+    sgld_step: float | None = None
     sgld_warmup: int = 50
     sgld_samples: int = 100
     sgld_thinning: int = 1
@@ -150,7 +154,7 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
         warmup=cfg.sgld_warmup,
         steps=cfg.sgld_samples,
         thinning=cfg.sgld_thinning,
-        step_size=cfg.sgld_step or 5e-4 / cfg.d_model,
+        step_size=cfg.sgld_step,
         temperature=1.0,
         batch_size=cfg.batch_size if cfg.batch_size < P else None,
     )
@@ -164,7 +168,42 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
         "c1_sd": c1.std(1),
         "cG_sd": cG.std(1),
         "train_loss": np.asarray(obs["train_loss"]).mean(1),
+        "step": np.asarray(obs["step_size"]),
     }
+
+
+STEP_CAP = 5e-4  # SGLD step at most STEP_CAP / d_model
+STEP_SAFETY = 0.1  # and at most STEP_SAFETY / lambda_max
+
+
+def sgld_step_size(potential, positions, d_model: int, *, iters: int = 40) -> float:
+    """The default SGLD step: ``min(STEP_CAP / d_model, STEP_SAFETY / lambda_max)``.
+
+    ``lambda_max`` is the largest eigenvalue of the potential's Hessian at the start of any member
+    (``potential(member, z)``; ``positions`` flat, with a leading member axis), by ``iters`` power
+    iterations with Hessian-vector products. The unadjusted Langevin step is stable only for
+    eps lambda_max < 2, and inflates the stationary variance along the stiffest direction by
+    1 / (1 - eps lambda_max / 2); the rule keeps that below 5%. The stiffness grows like P / sigma^2:
+    at Table 1 (sigma^2 = 30), P = 800, d = 256, softmax, lambda_max = 5.7e5, so 5e-4 / d alone
+    (eps lambda_max = 1.1) let SGLD diverge (docs/validation.md, "SGLD step").
+    """
+    members = positions.shape[0]
+
+    def top(m, z):
+        g = jax.grad(lambda x: potential(m, x))
+        v = jax.random.normal(jax.random.key(0), z.shape, z.dtype)
+
+        def body(v, _):
+            w = jax.jvp(g, (z,), (v / jnp.linalg.norm(v),))[1]
+            return w, None
+
+        v = jax.lax.scan(body, v, None, length=iters)[0]
+        u = v / jnp.linalg.norm(v)
+        return u @ jax.jvp(g, (z,), (u,))[1]
+
+    lam = jax.jit(jax.vmap(top))(jnp.arange(members), positions)
+    lam_max = float(jnp.max(lam))
+    return min(STEP_CAP / d_model, STEP_SAFETY / lam_max) if lam_max > 0 else STEP_CAP / d_model
 
 
 def sgld_program(
@@ -191,7 +230,7 @@ def sgld_program(
     frozen, enter the model as data, so each member keeps its own. The protocol's SGLD stage and
     :func:`~bayes_attn.analysis.hysteresis.hysteresis_sweep` both run it."""
 
-    def model(tok, emb):
+    def model(tok, emb, full=False):
         network_model(
             task,
             hyper,
@@ -200,16 +239,17 @@ def sgld_program(
             d_model,
             factorized=factorized,
             train_embeddings=train_embeddings,
-            batch_size=batch_size,
+            batch_size=None if full else batch_size,
             embeddings=emb,
         )
 
-    kernel = SGLD(model, step_size=step_size, temperature=temperature)
+    def build(step):
+        kernel = SGLD(model, step_size=step, temperature=temperature)
+        return jax.jit(lambda a: sharded_map(partial(one_member, kernel), a))
 
-    def one_member(args):
+    def one_member(kernel, args):
         k, tok, params = args
-        emb = None if train_embeddings else (params["W_emb"], params["p"])
-        latent = {n: w for n, w in params.items() if train_embeddings or n not in ("W_emb", "p")}
+        latent, emb = split(params)
         fixed = {} if emb is None else {"W_emb": emb[0], "p": emb[1]}
         state = kernel.init(k, warmup, latent, (tok, emb), {})
 
@@ -223,11 +263,34 @@ def sgld_program(
         state = jax.lax.scan(step, state, None, length=warmup)[0]
         return jax.lax.scan(draw, state, None, length=steps)[1]
 
-    program = jax.jit(lambda a: sharded_map(one_member, a))
+    programs = {}
+
+    def split(params):
+        emb = None if train_embeddings else (params["W_emb"], params["p"])
+        latent = {n: w for n, w in params.items() if train_embeddings or n not in ("W_emb", "p")}
+        return latent, emb
+
+    def default_step(tokens, params):
+        latent, emb = split(params)
+        flat = jax.vmap(lambda t: ravel_pytree(t)[0])(latent)
+        unravel = ravel_pytree(jax.tree.map(lambda w: w[0], latent))[1]
+
+        def potential(m, z):
+            e = None if emb is None else (emb[0][m], emb[1][m])
+            return potential_energy(partial(model, full=True), (tokens[m], e), {}, unravel(z))
+
+        return sgld_step_size(potential, flat, d_model)
 
     def run(keys, tokens, params):
+        """Per member and draw the observables; ``step_size`` (member,) the step used."""
         params = {n: jnp.asarray(w) for n, w in params.items()}
-        return program((keys, jnp.asarray(tokens), params))
+        tokens = jnp.asarray(tokens)
+        step = step_size if step_size is not None else default_step(tokens, params)
+        if step not in programs:
+            programs[step] = build(step)
+        obs = dict(programs[step]((keys, tokens, params)))
+        obs["step_size"] = np.full(tokens.shape[0], step)
+        return obs
 
     return run
 

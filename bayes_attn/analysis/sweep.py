@@ -102,6 +102,7 @@ DESCRIPTIONS = {
     "global_min": ("1", "member reached the ensemble's lowest loss (classify_minima), 1 or 0"),
     "steps": ("steps", "Adam steps taken (early stopping)"),
     "A_bar": ("1", "final mean attention pattern on held-out sequences (linear: Z2-folded)"),
+    "step": ("1", "SGLD step size (min(5e-4 / d_model, 0.1 / largest Hessian eigenvalue))"),
 }
 
 
