@@ -45,7 +45,7 @@ def main(argv=None):
         pool = task.sample(jax.random.key(seed), max(PS))
         for j, P in enumerate(PS):
             st = phase_starts(task, hyper, P, "kernel")
-            for k, (name, key) in enumerate(zip(starts, ("weak", "strong"), strict=True)):
+            for k, key in enumerate(("weak", "strong")):  # the uniform and the copy start
                 m = level1_map(task, hyper, pool[:P], "softmax", M0=st[key]["M"])
                 aG[s, j, k], action[s, j, k] = m.cG, m.action
         print(f"dataset {seed} done ({time.perf_counter() - t0:.0f} s)", flush=True)
