@@ -6,6 +6,7 @@ import math
 from numbers import Integral, Real
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -55,24 +56,51 @@ def check_activation(activation: str) -> str:
     return activation
 
 
-def check_tokens(tokens, L: int, V: int) -> np.ndarray:
-    """Validate an integer token array of shape (P, L) with entries in [0, V).
+def check_tokens(tokens, L: int | None, V: int, *, name: str = "tokens", batched: bool = True):
+    """Validate integer tokens of shape (P, L) (``batched``; (..., L) otherwise) in [0, V).
 
-    Traced tokens (a model compiled with its data as an argument) are checked for shape only.
+    ``L`` None accepts any sequence length. Whole-number floats are cast to int32; other floats,
+    NaNs, booleans and entries outside [0, V) raise a ``ValueError`` naming ``name``. Traced tokens
+    (inside ``jit``, where values are unknown) are checked for rank, shape and dtype only.
+    Returns a NumPy array (or the tracer).
     """
+    where = f"(P, L) = (P, {L})" if L is not None else "(P, L)"
+    shape = jnp.shape(tokens)
+    if (batched and len(shape) != 2) or len(shape) < 1 or (L is not None and shape[-1] != L):
+        raise ValueError(f"{name} must have shape {where}, got {shape}")
+    if batched and shape[0] < 1:
+        raise ValueError(f"{name} must hold at least one sequence (P >= 1), got shape {shape}")
     if isinstance(tokens, jax.core.Tracer):
-        if tokens.ndim != 2 or tokens.shape[1] != L:
-            raise ValueError(f"tokens must have shape (P, L) = (P, {L}), got {tokens.shape}")
+        if not jnp.issubdtype(tokens.dtype, jnp.integer):
+            raise ValueError(f"{name} must be integers in [0, V), got dtype {tokens.dtype}")
         return tokens
     arr = np.asarray(tokens)
-    if arr.ndim != 2 or arr.shape[1] != L or arr.shape[0] < 1:
-        raise ValueError(f"tokens must have shape (P, L) = (P, {L}) with P >= 1, got {arr.shape}")
+    if arr.dtype == bool or not (
+        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    ):
+        raise ValueError(f"{name} must be integers in [0, V), got dtype {arr.dtype}")
     if not np.issubdtype(arr.dtype, np.integer):
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise ValueError("tokens must be integers in [0, V); got non-integer or NaN entries")
+            raise ValueError(f"{name} must be integers in [0, V); got non-integer or NaN entries")
         arr = arr.astype(np.int32)
-    if arr.min() < 0 or arr.max() >= V:
+    if arr.size and (arr.min() < 0 or arr.max() >= V):
         raise ValueError(
-            f"tokens must lie in [0, V) = [0, {V}), got range [{arr.min()}, {arr.max()}]"
+            f"{name} must lie in [0, V) = [0, {V}), got range [{arr.min()}, {arr.max()}]"
         )
     return arr
+
+
+def check_attention(A, name: str = "A"):
+    """Validate an attention tensor of shape (P, L, L) (a batch of sequences, L >= 2), finite.
+
+    Traced tensors are checked for shape only. Returns the array (or the tracer).
+    """
+    shape = jnp.shape(A)
+    if len(shape) < 3 or shape[-1] != shape[-2] or shape[-1] < 2:
+        raise ValueError(
+            f"{name} must be an attention tensor of shape (P, L, L) with L >= 2 (a batch of "
+            f"sequences; a single (L, L) pattern: pass {name}[None]), got {shape}"
+        )
+    if not isinstance(A, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(A))):
+        raise ValueError(f"{name} must be finite (got NaN or inf entries)")
+    return A

@@ -26,20 +26,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayes_attn._validation import check_activation
+from bayes_attn._validation import check_activation, check_attention, check_tokens
 
 # --------------------------------------------------------------------------------------------------
 # Data
 
 
+def _tokens(tokens, V: int) -> jax.Array:
+    """Integer tokens (..., L) in [0, V); under ``jit`` only rank and dtype can be checked."""
+    return jnp.asarray(check_tokens(tokens, None, V, batched=False))
+
+
 def one_hot(tokens, V: int) -> jax.Array:
-    """One-hot inputs x, shape (..., L, V)."""
-    return jax.nn.one_hot(jnp.asarray(tokens), V, dtype=jnp.result_type(float))
+    """One-hot inputs x, shape (..., L, V).
+
+    ``tokens`` are integers (..., L) in [0, V); a ``ValueError`` names them otherwise (under
+    ``jit`` only their rank and dtype are checked).
+    """
+    return jax.nn.one_hot(_tokens(tokens, V), V, dtype=jnp.result_type(float))
 
 
 def targets(tokens, V: int) -> jax.Array:
     """Targets y[a] = x[a-1 mod L], shape (..., L, V)."""
-    return one_hot(jnp.roll(jnp.asarray(tokens), 1, axis=-1), V)
+    return one_hot(jnp.roll(_tokens(tokens, V), 1, axis=-1), V)
 
 
 def features(tokens, V: int) -> jax.Array:
@@ -81,7 +90,7 @@ def attention(K, activation: str) -> jax.Array:
 
 def symbols(tokens, V: int) -> jax.Array:
     """Index of each (token, position) pair, a * V + t[a], in the frame of :func:`feature_frame`."""
-    t = jnp.asarray(tokens)
+    t = _tokens(tokens, V)
     return jnp.arange(t.shape[-1]) * V + t
 
 
@@ -92,7 +101,12 @@ def logits_from_M(M, tokens, V: int) -> jax.Array:
     are entries of the (V L) x (V L) table T = X^T M X, gathered by (token, position) symbol. No
     (P, L, V+L) tensor is formed, and the backward pass is one scatter into T.
     """
-    L = jnp.shape(tokens)[-1]
+    tokens = _tokens(tokens, V)
+    L = tokens.shape[-1]
+    if jnp.shape(M) != (V + L, V + L):
+        raise ValueError(
+            f"M must have shape (V + L, V + L) = ({V + L}, {V + L}), got {jnp.shape(M)}"
+        )
     X = jnp.asarray(feature_frame(L, V), dtype=M.dtype)
     T = X.T @ M @ X
     s = symbols(tokens, V)
@@ -117,8 +131,10 @@ def project(A) -> dict[str, jax.Array]:
     cG = L * (mean(shift entries) - mean(off-shift entries)), so that A_bar = c1 J / L + cG G* / L
     exactly when A_bar lies in span{J, G*}. For softmax attention read (c1, cG) as (a1, aG).
     ``token_residual`` is the RMS of L * (A - A_bar), the token-dependent part on the logit scale.
+    ``A`` must be (P, L, L) or have more batch axes, with L >= 2 and finite entries (under ``jit``
+    only the shape is checked); a single pattern is ``A[None]``.
     """
-    A = jnp.asarray(A)
+    A = jnp.asarray(check_attention(A, "A"))
     L = A.shape[-1]
     batch_axes = tuple(range(A.ndim - 2))
     A_bar = A.mean(axis=batch_axes) if batch_axes else A

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_int, check_positive
+from bayes_attn._validation import check_int, check_positive, check_tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,17 +50,22 @@ class CopyTask:
         P = check_int("P", P, 1)
         return jax.random.randint(key, (P, self.L), 0, self.V, dtype=jnp.int32)
 
+    def check(self, tokens):
+        """Tokens of this task: integers of shape (P, L) in [0, V), else a ``ValueError`` naming
+        ``tokens`` (under ``jit`` only the shape and dtype are checked)."""
+        return jnp.asarray(check_tokens(tokens, self.L, self.V))
+
     def one_hot(self, tokens) -> jax.Array:
         """One-hot inputs x, shape (P, L, V)."""
-        return algebra.one_hot(tokens, self.V)
+        return algebra.one_hot(self.check(tokens), self.V)
 
     def targets(self, tokens) -> jax.Array:
         """Shifted one-hot targets y[a] = x[a-1 mod L], shape (P, L, V)."""
-        return algebra.targets(tokens, self.V)
+        return algebra.targets(self.check(tokens), self.V)
 
     def features(self, tokens) -> jax.Array:
         """Features psi[a] = (x[a], e_a), shape (P, L, V + L)."""
-        return algebra.features(tokens, self.V)
+        return algebra.features(self.check(tokens), self.V)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,7 +43,7 @@ SIZES_V = st.sampled_from([2, 5, 11])
 
 @given(st.floats(-3, 3), st.floats(-3, 3), SIZES_L)
 def test_projection_recovers_order_parameters(c1, cG, L):
-    pr = algebra.project(algebra.reduced_attention(c1, cG, L))
+    pr = algebra.project(algebra.reduced_attention(c1, cG, L)[None])  # one sequence
     assert abs(float(pr["c1"]) - c1) < 1e-12 and abs(float(pr["cG"]) - cG) < 1e-12
     assert float(pr["token_residual"]) < 1e-12
 

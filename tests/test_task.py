@@ -77,3 +77,63 @@ def test_bad_tokens(paper):
 def test_phase_boundaries_is_typed(paper):
     b = phase_boundaries(*paper)
     assert set(b.as_dict()) >= {"second_order", "crossover", "first_order", "spinodals"}
+
+
+def test_task_and_algebra_refuse_tokens_they_would_misread():
+    """Each of these gave a silent wrong answer before (all-zero one-hot rows, zero logits)."""
+    import jax.numpy as jnp
+
+    from bayes_attn import algebra
+
+    task = ba.CopyTask(L=5, V=3)
+    bad = {
+        "shape": jnp.zeros((4, 6), int),  # (P, L + 1)
+        "lie in": jnp.full((4, 5), 5),  # token >= V: an all-zero one-hot row
+        "shape ": jnp.zeros(5, int),  # one sequence without its P axis
+        "integers": jnp.full((4, 5), 1.5),
+        "integers ": jnp.full((4, 5), True),
+    }
+    for method in (task.one_hot, task.targets, task.features):
+        for match, tokens in bad.items():
+            with pytest.raises(ValueError, match=f"tokens must.*{match.strip()}"):
+                method(tokens)
+    # whole-number floats are read as the integers they are
+    assert float(task.one_hot(jnp.full((2, 5), 2.0)).sum()) == 10.0
+    with pytest.raises(ValueError, match="tokens must lie in"):
+        algebra.logits_from_M(jnp.zeros((8, 8)), jnp.full((2, 5), 7), 3)
+    with pytest.raises(ValueError, match="M must have shape"):
+        algebra.logits_from_M(jnp.zeros((7, 7)), jnp.zeros((2, 5), int), 3)
+    with pytest.raises(ValueError, match="tokens must lie in"):
+        algebra.one_hot(jnp.full((2, 5), -1), 3)
+
+
+def test_project_refuses_what_is_not_a_batch_of_attention_patterns():
+    import jax.numpy as jnp
+
+    from bayes_attn import algebra
+
+    with pytest.raises(ValueError, match=r"A must be an attention tensor of shape \(P, L, L\)"):
+        algebra.project(jnp.ones((3, 3)))  # gave c1 = 3
+    with pytest.raises(ValueError, match="A must be an attention tensor"):
+        algebra.project(jnp.ones((2, 3, 4)))
+    with pytest.raises(ValueError, match="A must be finite"):
+        algebra.project(jnp.full((2, 3, 3), jnp.nan))
+    pr = algebra.project(algebra.reduced_attention(0.3, 0.7, 6)[None])
+    assert abs(float(pr["c1"]) - 0.3) < 1e-12 and abs(float(pr["cG"]) - 0.7) < 1e-12
+
+
+def test_network_model_refuses_a_minibatch_larger_than_the_data():
+    import numpyro
+
+    from bayes_attn.inference import run_sgld
+    from bayes_attn.models import network_model
+
+    task, hyper = ba.CopyTask(L=4, V=2), ba.Hyper.paper()
+    tok = task.sample(jax.random.key(0), 20)
+    with pytest.raises(
+        ValueError, match="batch_size must be at most the number of sequences P = 20"
+    ):
+        with numpyro.handlers.seed(rng_seed=0):
+            network_model(task, hyper, tok, "linear", 4, batch_size=1000)
+    with pytest.raises(ValueError, match="batch_size must be at most"):
+        run_sgld(network_model, task, hyper, tok, "linear", 4, batch_size=1000, num_samples=2)

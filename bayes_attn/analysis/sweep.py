@@ -254,7 +254,9 @@ def model_at_level(opts, pt, task, hyper):
     tokens = task.sample(jax.random.fold_in(jax.random.key(pt["seed"]), 1), P)
     if opts["level"] == "kernel":
         return models.kernel_limit_model, (task, hyper, tokens, act), {}
-    kw = {"batch_size": opts.get("batch_size")} if opts.get("batch_size") else {}
+    # a sweep's batch size covers its whole P grid: at P <= batch_size the full batch is used
+    batch = opts.get("batch_size")
+    kw = {"batch_size": batch} if batch and batch < P else {}
     return models.network_model, (task, hyper, tokens, act, int(opts["d_model"])), kw
 
 

@@ -138,7 +138,7 @@ def network_model(
         prior draw from ``jax.random.key(0)``).
     batch_size : int, optional
         The likelihood sits under ``numpyro.plate("sequences", P, subsample_size=batch_size)``, so a
-        stochastic-gradient sampler sees minibatches; NUTS uses the full data (None).
+        stochastic-gradient sampler sees minibatches; NUTS uses the full data (None). At most P.
 
     Deterministic sites: ``c1``/``cG`` (linear) or ``a1``/``aG`` (softmax) projected from the mean
     attention over the tokens, and ``token_residual``.
@@ -148,7 +148,12 @@ def network_model(
     tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
     P = tokens.shape[0]
     if batch_size is not None:
-        batch_size = min(check_int("batch_size", batch_size, 1), P)
+        batch_size = check_int("batch_size", batch_size, 1)
+        if batch_size > P:
+            raise ValueError(
+                f"batch_size must be at most the number of sequences P = {P}, got {batch_size} "
+                "(pass batch_size=None for the full batch)"
+            )
     std = prior_scales(hyper, d_model, factorized)
     shapes = param_shapes(task, d_model, factorized)
     if not train_embeddings:
