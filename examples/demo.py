@@ -64,7 +64,7 @@ def main():
             f"{soft[0].aG:7.4f} {soft[0].a1:7.4f} {soft[0].loss:6.4f}{extra}"
         )
 
-    Ps = np.geomspace(1, 2e4, 150 if args.quick else 600)
+    Ps = np.geomspace(1, 5e3, 150 if args.quick else 600)
     lin = theory.phase_diagram(task, hyper, Ps, "linear", L=[task.L], boundaries=False)
     lin = lin.sel(L=task.L)
     soft = theory.phase_diagram(task, hyper, Ps, "softmax", L=[task.L], boundaries=False)
