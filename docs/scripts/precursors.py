@@ -1,5 +1,6 @@
 """Numbers and figure for docs/validation.md "Precursors": the posterior variance of the order
-parameter against P, linear (c1, second order at P* = 100) against softmax (aG, first order at 1212).
+parameter against P, linear (c1, second order at P* = 22.76) against softmax (aG, first order at
+275.97), at Table 1.
 
 The reduced (Level-2) posterior at the paper preset: Laplace (inverse Hessian at the global saddle)
 and quadrature at chi = 30 and 3000, and NUTS (4 chains x 2000 draws, 500 warm-up, seed 0, chains
@@ -24,27 +25,11 @@ from bayes_attn.theory import phase_boundaries  # noqa: E402
 task = ba.CopyTask.paper()
 b = phase_boundaries(task, ba.Hyper.paper())
 P2, P1 = b.second_order, b.first_order
-lin_P = [10, 20, 30, 50, 70, 80, 90, 95, 98, 99, 99.5, P2, 101, 105, 120, 150, 200, 300]
-soft_P = [
-    150,
-    300,
-    500,
-    600,
-    700,
-    900,
-    1000,
-    1100,
-    1150,
-    1180,
-    1200,
-    1210,
-    P1,
-    1215,
-    1250,
-    1300,
-    1500,
-]
-lin_nuts, soft_nuts = [50, 90, 99, P2], [600, 1100, 1200]
+# Table 1 (sigma^2 = 30): P* = 22.76 (linear), 275.97 (softmax, spinodals 264.97, 296.76)
+lin_P = [f * P2 for f in (0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 1.0)]
+lin_P += [f * P2 for f in (1.01, 1.05, 1.2, 1.5, 2.0, 3.0)]
+soft_P = [34, 68, 114, 137, 159, 205, 228, 250, 262, 269, 273, 275.4, P1, 276.6, 284.5, 296, 341]
+lin_nuts, soft_nuts = [0.5 * P2, 0.9 * P2, 0.99 * P2, P2], [137, 250, 273]
 keep = ["var_nuts", "mcse_nuts", "divergences"]
 
 out = {}
