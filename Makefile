@@ -21,6 +21,7 @@ slow: $(STAMP)
 
 demo: $(STAMP)
 	MPLBACKEND=Agg $(VENV)/bin/bayes-attn theory
+	mkdir -p out  # bayes-attn checks that the folder above --out exists
 	MPLBACKEND=Agg $(VENV)/bin/bayes-attn figures --quick --out out/demo
 	@echo "make demo: the figures and their data are in out/demo/"
 

@@ -2,8 +2,10 @@
 
 Every subcommand defaults to the paper preset (L = 25, V = 5, chi = 30, g_W = g_O = 1,
 sigma^2 = 30, the paper's Table 1); ``--L``, ``--V``, ``--chi``, ``--g-w``, ``--g-o`` and ``--sigma2`` override it.
-Results go to stdout, the log and progress bars to stderr. Bad arguments get one line on stderr and
-exit status 2; set ``BAYES_ATTN_DEBUG=1`` to see the traceback instead.
+Results go to stdout, the log and progress bars to stderr. Bad arguments, including an ``--out``
+that cannot be written, get one line on stderr and exit status 2 before any work starts; set
+``BAYES_ATTN_DEBUG=1`` to see the traceback instead. ``-q`` and ``-v`` go before or after the
+subcommand.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import time
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 log = logging.getLogger("bayes_attn")
 
 ACTIVATIONS = ("linear", "softmax")
+_ORDER_PARAMETERS = ("c1", "cG", "a1", "aG")
 
 
 class _Floats(click.ParamType):
@@ -43,15 +47,112 @@ class _Floats(click.ParamType):
 FLOATS, INTS = _Floats(float), _Floats(int)
 
 
+class _OutPath(click.Path):
+    """An output path, checked when the command line is parsed, before any work starts.
+
+    A file (``folder=False``): its parent must be an existing, writable folder, and the path, if it
+    exists, a writable file. A folder (``folder=True``): it may not exist yet, but then its parent
+    must be an existing, writable folder; if it exists it must be a writable folder.
+    """
+
+    def __init__(self, folder: bool = False):
+        super().__init__(file_okay=not folder, dir_okay=folder)
+        self.folder = folder
+
+    def convert(self, value, param, ctx):
+        path = Path(os.fsdecode(value))
+        what = "folder" if self.folder else "file"
+        if path.exists():
+            if path.is_dir() != self.folder:
+                kind = "file" if self.folder else "folder"
+                self.fail(f"{str(path)!r} is a {kind}, not a {what}", param, ctx)
+            if not os.access(path, os.W_OK | (os.X_OK if self.folder else 0)):
+                self.fail(f"{what} {str(path)!r} is not writable", param, ctx)
+            return os.fsdecode(value)
+        parent = path.parent
+        if not parent.exists():
+            self.fail(f"folder {str(parent)!r} does not exist (create it first)", param, ctx)
+        if not parent.is_dir():
+            self.fail(f"{str(parent)!r} is not a folder", param, ctx)
+        if not os.access(parent, os.W_OK | os.X_OK):
+            self.fail(f"cannot write into the folder {str(parent)!r}", param, ctx)
+        return os.fsdecode(value)
+
+
+def _out_option(default=None, *, folder=False, help):
+    return click.option(
+        "--out",
+        type=_OutPath(folder=folder),
+        default=default,
+        required=default is None,
+        help=help,
+    )
+
+
+class _RequiredUnlessConfig(click.Option):
+    """Shown as ``[required unless --config sets it]`` in --help; the command checks it."""
+
+    def get_help_extra(self, ctx):
+        extra = super().get_help_extra(ctx)
+        extra["required"] = "required unless --config sets it"
+        return extra
+
+
+def _configure_logging(obj: dict) -> None:
+    """Log level and progress bars from ``obj["quiet"]`` and ``obj["verbose"]`` (quiet wins)."""
+    quiet, verbose = obj.get("quiet", False), obj.get("verbose", False)
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+    obj["progress"] = not quiet
+
+
+def _verbosity_callback(ctx, param, value):
+    if value:
+        obj = ctx.ensure_object(dict)
+        obj[param.name] = True
+        _configure_logging(obj)
+
+
+_QUIET_HELP = "no progress bars; only warnings on stderr"
+_VERBOSE_HELP = "debug messages on stderr"
+
+
+def _verbosity_options(f):
+    """-q/--quiet and -v/--verbose after the subcommand, as before it."""
+    for name, short, text in reversed(
+        [("quiet", "-q", _QUIET_HELP), ("verbose", "-v", _VERBOSE_HELP)]
+    ):
+        f = click.option(
+            short,
+            f"--{name}",
+            name,
+            is_flag=True,
+            expose_value=False,
+            callback=_verbosity_callback,
+            help=text,
+        )(f)
+    return f
+
+
 def _preset_options(f):
-    """--L, --V, --chi, --g-w, --g-o, --sigma2: overrides of the paper preset."""
+    """--L, --V, --chi, --g-w, --g-o, --sigma2: overrides of the paper preset (Table 1)."""
     opts = [
-        click.option("--L", "L", type=int, default=None, help="sequence length [25]"),
-        click.option("--V", "V", type=int, default=None, help="vocabulary size [5]"),
-        click.option("--chi", type=float, default=None, help="concentration chi [30]"),
-        click.option("--g-w", type=float, default=None, help="attention-weight scale g_W [1]"),
-        click.option("--g-o", type=float, default=None, help="readout scale g_O [1]"),
-        click.option("--sigma2", type=float, default=None, help="noise scale sigma^2 [30]"),
+        click.option("--L", "L", type=int, default=None, show_default="25", help="sequence length"),
+        click.option("--V", "V", type=int, default=None, show_default="5", help="vocabulary size"),
+        click.option(
+            "--chi", type=float, default=None, show_default="30", help="concentration chi"
+        ),
+        click.option(
+            "--g-w", type=float, default=None, show_default="1", help="attention-weight scale g_W"
+        ),
+        click.option("--g-o", type=float, default=None, show_default="1", help="readout scale g_O"),
+        click.option(
+            "--sigma2", type=float, default=None, show_default="30", help="noise scale sigma^2"
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -76,22 +177,25 @@ def _distributed_options(f):
         click.option(
             "--coordinator",
             envvar="BAYES_ATTN_COORDINATOR",
+            show_envvar=True,
             default=None,
-            help="multi-host: address host:port of process 0 [env BAYES_ATTN_COORDINATOR]",
+            help="multi-host: address host:port of process 0",
         ),
         click.option(
             "--num-processes",
             envvar="BAYES_ATTN_NUM_PROCESSES",
+            show_envvar=True,
             type=click.IntRange(min=1),
             default=1,
-            help="multi-host: number of processes [env BAYES_ATTN_NUM_PROCESSES]",
+            help="multi-host: number of processes",
         ),
         click.option(
             "--process-id",
             envvar="BAYES_ATTN_PROCESS_ID",
+            show_envvar=True,
             type=click.IntRange(min=0),
             default=0,
-            help="multi-host: this process's id [env BAYES_ATTN_PROCESS_ID]",
+            help="multi-host: this process's id",
         ),
     ]
     for opt in reversed(opts):
@@ -102,9 +206,15 @@ def _distributed_options(f):
 # --------------------------------------------------------------------------------------------------
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("-q", "--quiet", is_flag=True, help="no progress bars; only warnings on stderr")
-@click.option("-v", "--verbose", is_flag=True, help="debug messages on stderr")
+@click.group(
+    context_settings={
+        "help_option_names": ["-h", "--help"],
+        "max_content_width": 100,
+        "show_default": True,
+    }
+)
+@click.option("-q", "--quiet", is_flag=True, help=_QUIET_HELP)
+@click.option("-v", "--verbose", is_flag=True, help=_VERBOSE_HELP)
 @click.version_option(package_name="bayes-attn", prog_name="bayes-attn")
 @click.pass_context
 def cli(ctx, quiet, verbose):
@@ -112,15 +222,23 @@ def cli(ctx, quiet, verbose):
 
     Theory of the order parameters (c1 for uniform pooling, cG for copying), NumPyro models at
     three levels, NUTS / SGLD / tempered-SMC sampling, Adam ensembles, resumable sweeps and the
-    paper's figures. Start with `bayes-attn theory`.
+    paper's figures. Start with `bayes-attn theory`. The options -q and -v also go after the
+    subcommand; the preset's options (--L, --V, --chi, --g-w, --g-o, --sigma2) default to the
+    paper's Table 1.
     """
-    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
-    log.handlers[:] = [handler]
-    log.setLevel(level)
-    log.propagate = False
-    ctx.obj = {"progress": not quiet}
+    ctx.obj = {"quiet": quiet, "verbose": verbose}
+    _configure_logging(ctx.obj)
+
+
+_BOUNDARY_ACTIVATION = {  # which activation each field of PhaseBoundaries belongs to
+    "second_order": "linear",
+    "second_order_closed_form": "linear",
+    "second_order_leading": "linear",
+    "crossover": "linear",
+    "crossover_markers": "linear",
+    "first_order": "softmax",
+    "spinodals": "softmax",
+}
 
 
 @cli.command()
@@ -130,13 +248,16 @@ def cli(ctx, quiet, verbose):
     "Ps",
     type=FLOATS,
     default="1,10,20,60,100,200,250,275,300,400,500,600,700,800,1250,2000",
-    show_default=True,
     help="training-set sizes, comma-separated (the paper's 14, and two past the transitions)",
 )
 @click.option(
-    "--activation", type=click.Choice(ACTIVATIONS + ("both",)), default="both", show_default=True
+    "--activation",
+    type=click.Choice(ACTIVATIONS + ("both",)),
+    default="both",
+    help="the attention whose phase boundaries and saddles are shown",
 )
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables")
+@_verbosity_options
 def theory(L, V, chi, g_w, g_o, sigma2, Ps, activation, as_json):
     """Saddle points and phase boundaries of the reduced theory (Level 2)."""
     from bayes_attn import theory as th
@@ -152,7 +273,11 @@ def theory(L, V, chi, g_w, g_o, sigma2, Ps, activation, as_json):
             "V": task.V,
             **{k: getattr(hyper, k) for k in ("chi", "g_w", "g_o", "sigma2")},
         },
-        "boundaries": {k: v for k, v in b.as_dict().items() if not isinstance(v, dict)},
+        "boundaries": {
+            k: v
+            for k, v in b.as_dict().items()
+            if not isinstance(v, dict) and _BOUNDARY_ACTIVATION.get(k, acts[0]) in acts
+        },
         "saddles": [],
     }
     for act in acts:
@@ -170,16 +295,17 @@ def theory(L, V, chi, g_w, g_o, sigma2, Ps, activation, as_json):
         f"g_O={hyper.g_o:g}, sigma^2={hyper.sigma2:g}\n"
     )
     rows = [
-        ("linear, second-order P* (numeric)", b.second_order),
-        ("linear, second-order P* (closed form)", b.second_order_closed_form),
-        ("linear, crossover (max d cG / d log P)", b.crossover),
-        ("softmax, first-order P* (equal action)", b.first_order),
-        ("softmax, lower spinodal", b.spinodals[0]),
-        ("softmax, upper spinodal", b.spinodals[1]),
+        ("linear", "second-order P* (numeric)", b.second_order),
+        ("linear", "second-order P* (closed form)", b.second_order_closed_form),
+        ("linear", "crossover (max d cG / d log P)", b.crossover),
+        ("softmax", "first-order P* (equal action)", b.first_order),
+        ("softmax", "lower spinodal", b.spinodals[0]),
+        ("softmax", "upper spinodal", b.spinodals[1]),
     ]
     click.echo("phase boundaries (training sequences P)")
-    for name, value in rows:
-        click.echo(f"  {name:42s} {value:10.3f}")
+    for act, name, value in rows:
+        if act in acts:
+            click.echo(f"  {act + ', ' + name:42s} {value:10.3f}")
     for act in acts:
         q = ("c1", "cG") if act == "linear" else ("aG", "a1")
         click.echo(f"\n{act} attention: global saddle (metastable minima in brackets)")
@@ -206,45 +332,44 @@ def _json_default(x):
     "--level",
     type=click.Choice(("reduced", "kernel", "network")),
     default="reduced",
-    show_default=True,
     help="order parameters (Level 2), kernel limit (Level 1) or the finite network (Level 0)",
 )
 @click.option(
-    "--sampler", type=click.Choice(("nuts", "sgld", "smc")), default="nuts", show_default=True
+    "--sampler",
+    type=click.Choice(("nuts", "sgld", "smc")),
+    default="nuts",
+    help="NUTS, stochastic-gradient Langevin dynamics or adaptive tempered SMC",
 )
-@click.option("--activation", type=click.Choice(ACTIVATIONS), default="linear", show_default=True)
-@click.option("--P", "P", type=float, default=400.0, show_default=True, help="training sequences")
 @click.option(
-    "--d-model",
+    "--activation", type=click.Choice(ACTIVATIONS), default="linear", help="attention activation"
+)
+@click.option(
+    "--P", "P", type=float, default=400.0, help="training sequences (an integer below Level 2)"
+)
+@click.option(
+    "--d-model", type=click.IntRange(min=1), default=16, help="network width (level network)"
+)
+@click.option("--chains", type=click.IntRange(min=1), default=4, help="chains (NUTS, SGLD)")
+@click.option(
+    "--warmup", type=click.IntRange(min=0), default=500, help="warm-up steps per chain (NUTS, SGLD)"
+)
+@click.option(
+    "--samples", type=click.IntRange(min=1), default=500, help="draws per chain (NUTS, SGLD)"
+)
+@click.option("--step-size", type=float, default=1e-4, help="SGLD step size")
+@click.option(
+    "--batch-size",
     type=click.IntRange(min=1),
-    default=16,
-    show_default=True,
-    help="network width (level network)",
-)
-@click.option("--chains", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--warmup", type=click.IntRange(min=0), default=500, show_default=True)
-@click.option("--samples", type=click.IntRange(min=1), default=500, show_default=True)
-@click.option("--step-size", type=float, default=1e-4, show_default=True, help="SGLD step size")
-@click.option(
-    "--batch-size", type=click.IntRange(min=1), default=None, help="SGLD minibatch (sequences)"
+    default=None,
+    show_default="P, the full batch",
+    help="SGLD minibatch (sequences)",
 )
 @click.option(
     "--particles", type=click.IntRange(min=2), default=2000, show_default=True, help="SMC particles"
 )
-@click.option(
-    "--seed",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="sampler and dataset seed",
-)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    default="posterior.nc",
-    show_default=True,
-    help="InferenceData NetCDF file",
-)
+@click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
+@_out_option("posterior.nc", help="InferenceData NetCDF file (its folder must exist)")
+@_verbosity_options
 @click.pass_context
 def sample(
     ctx,
@@ -269,11 +394,14 @@ def sample(
     out,
 ):
     """Sample a posterior with NUTS, SGLD or tempered SMC; write NetCDF and print diagnostics."""
+    from bayes_attn._validation import check_positive
     from bayes_attn.analysis import diagnose
     from bayes_attn.analysis.sweep import model_at_level
     from bayes_attn.inference import run_nuts, run_sgld, run_smc
 
     task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
+    P = check_positive("P", P)  # every check before the log line and the sampling
+    step_size = check_positive("step_size", step_size)
     opts = dict(
         level=level,
         d_model=d_model,
@@ -315,10 +443,9 @@ def sample(
         )
     import arviz as az
 
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
     az.to_netcdf(idata, out)
     log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
-    names = [q for q in ("c1", "cG", "a1", "aG") if q in idata.posterior]
+    names = [q for q in _ORDER_PARAMETERS if q in idata.posterior]
     click.echo(diagnose(idata, var_names=names or None))
     if "log_evidence" in idata.posterior.attrs:
         click.echo(f"log evidence: {idata.posterior.attrs['log_evidence']:.4f}")
@@ -326,15 +453,27 @@ def sample(
 
 @cli.command()
 @_preset_options
-@click.option("--activation", type=click.Choice(ACTIVATIONS), default="linear", show_default=True)
-@click.option("--P", "P", type=click.IntRange(min=1), default=400, show_default=True)
-@click.option("--d-model", type=click.IntRange(min=1), default=64, show_default=True)
-@click.option("--members", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--lr", type=float, default=1e-2, show_default=True)
-@click.option("--max-steps", type=click.IntRange(min=1), default=300, show_default=True)
-@click.option("--patience", type=click.IntRange(min=0), default=100, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), default="adam.nc", show_default=True)
+@click.option(
+    "--activation", type=click.Choice(ACTIVATIONS), default="linear", help="attention activation"
+)
+@click.option("--P", "P", type=click.IntRange(min=1), default=400, help="training sequences")
+@click.option("--d-model", type=click.IntRange(min=1), default=64, help="network width")
+@click.option("--members", type=click.IntRange(min=1), default=4, help="ensemble members")
+@click.option("--lr", type=float, default=1e-2, help="Adam learning rate (after the warm-up)")
+@click.option(
+    "--max-steps", type=click.IntRange(min=1), default=300, help="full-batch steps at most"
+)
+@click.option(
+    "--patience",
+    type=click.IntRange(min=0),
+    default=100,
+    help="early stopping: steps without improvement of the objective",
+)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, help="seed of the data and the initial weights"
+)
+@_out_option("adam.nc", help="ensemble NetCDF file (its folder must exist)")
+@_verbosity_options
 @_distributed_options
 @click.pass_context
 def train(
@@ -395,7 +534,6 @@ def train(
         progress_bar=ctx.obj["progress"],
         member_range=(share[0], share[-1] + 1),
     )
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
     if n > 1:
         parts = [Path(f"{out}.part-{k}-of-{n}.nc") for k in range(n)]
         write_atomic(ds, parts[i])
@@ -435,6 +573,9 @@ def _wait_for_files(paths):
     return out
 
 
+_SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed")
+
+
 @cli.command()
 @click.option(
     "--config",
@@ -445,17 +586,21 @@ def _wait_for_files(paths):
 )
 @click.option(
     "--kind",
+    cls=_RequiredUnlessConfig,
     type=click.Choice(("theory", "nuts", "sgld", "adam", "protocol")),
     default=None,
-    help="what to run at each point (without --config)",
+    help="what to run at each point",
 )
-@click.option("--P", "P", type=FLOATS, default=None, help="grid of P (comma-separated)")
-@click.option("--L", "L", type=INTS, default="25", show_default=True)
-@click.option("--V", "V", type=INTS, default="5", show_default=True)
+@click.option("--P", "P", cls=_RequiredUnlessConfig, type=FLOATS, default=None, help="grid of P")
+@click.option("--L", "L", type=INTS, default="25", help="grid of sequence lengths")
+@click.option("--V", "V", type=INTS, default="5", help="grid of vocabulary sizes")
 @click.option(
-    "--activation", type=click.Choice(ACTIVATIONS + ("both",)), default="both", show_default=True
+    "--activation",
+    type=click.Choice(ACTIVATIONS + ("both",)),
+    default="both",
+    help="attention activation (an axis of the grid)",
 )
-@click.option("--seed", type=INTS, default="0", show_default=True)
+@click.option("--seed", type=INTS, default="0", help="grid of seeds")
 @click.option(
     "--option",
     "options",
@@ -463,13 +608,9 @@ def _wait_for_files(paths):
     metavar="NAME=VALUE",
     help="a setting of the kind, e.g. --option num_samples=200 (repeatable)",
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    required=True,
-    help="the NetCDF file (resumed if it exists)",
-)
+@_out_option(help="the NetCDF file (resumed if it exists; its folder must exist)")
 @_distributed_options
+@_verbosity_options
 @click.pass_context
 def sweep(
     ctx,
@@ -488,22 +629,19 @@ def sweep(
 ):
     """Run a resumable sweep over (activation, L, V, P, seed), saving every finished point.
 
+    The grid (comma-separated lists) and the settings come from --config FILE, from the options,
+    or from both: an option given on the command line overrides the file's setting.
+
     With --num-processes N each process runs every N-th point into OUT.part-I-of-N.nc; process 0
     then waits for the other parts (on a shared filesystem) and merges them into OUT.
     """
+    table = _sweep_table(ctx, config_file, kind, P, L, V, activation, seed, options)
     from bayes_attn.distributed import initialize_distributed  # before JAX starts its backend
 
     info = initialize_distributed(coordinator, num_processes, process_id)
     from bayes_attn.analysis.sweep import SweepConfig, run_sweep
 
-    if config_file:
-        cfg = SweepConfig.from_dict(_read_table(config_file, "sweep"))
-    else:
-        if kind is None or P is None:
-            raise click.UsageError("give --config FILE, or --kind and --P")
-        opts = dict(_parse_option(o) for o in options)
-        acts = _activations(activation)
-        cfg = SweepConfig(kind=kind, P=P, L=L, V=V, activation=acts, seed=seed, options=opts)
+    cfg = SweepConfig.from_dict(table)
     progress = ctx.obj["progress"]
     n, i = info.num_processes, info.process_id
     if n == 1:
@@ -541,6 +679,32 @@ def _wait_and_merge(cfg, parts, out):
     return merge_sweeps(parts, out)
 
 
+def _sweep_table(ctx, config_file, kind, P, L, V, activation, seed, options) -> dict:
+    """The sweep's settings: the config file's, overridden by the options given on the command
+    line; one line naming what is missing if --kind or --P is neither in the file nor given."""
+    values = dict(kind=kind, P=P, L=L, V=V, activation=_activations(activation), seed=seed)
+    if config_file:
+        table = dict(_read_table(config_file, "sweep"))
+        given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+        table.update({k: values[k] for k in _SWEEP_GRID if ctx.get_parameter_source(k) in given})
+    else:
+        table = dict(values)
+    if options:
+        parsed = dict(_parse_option(o) for o in options)
+        table["options"] = {**dict(table.get("options") or {}), **parsed}
+    missing = [f"--{k}" for k in ("kind", "P") if table.get(k) is None]
+    if missing and config_file:
+        raise click.UsageError(
+            f"{config_file} does not set {' or '.join(k[2:] for k in missing)}: "
+            f"give {' and '.join(missing)}, or set it in the file"
+        )
+    if missing:
+        raise click.UsageError(
+            f"missing {' and '.join(missing)}: give --config FILE, or --kind and --P"
+        )
+    return table
+
+
 def _parse_option(text: str):
     if "=" not in text:
         raise click.BadParameter(f"{text!r} is not NAME=VALUE", param_hint="--option")
@@ -562,21 +726,23 @@ def _read_table(path, table: str) -> dict:
 
 
 @cli.command()
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False),
-    default="figures",
-    show_default=True,
-    help="folder for the PNGs and their data",
+@_out_option(
+    "figures",
+    folder=True,
+    help="folder for the PNGs and their data (created; its parent must exist)",
 )
 @click.option("--quick", is_flag=True, help="small settings: a few minutes on a laptop CPU")
-@click.option("--only", type=str, default=None, help="comma-separated figure names (default: all)")
+@click.option(
+    "--only", type=str, default=None, show_default="all", help="comma-separated figure names"
+)
 @click.option(
     "--configs",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="figure-config file [configs/figures.py]",
+    show_default="configs/figures.py",
+    help="figure-config file",
 )
+@_verbosity_options
 @click.pass_context
 def figures(ctx, out, quick, only, configs):
     """Regenerate the paper's figures into a folder: Figs 1, 3 and 4, and two beyond the paper."""
@@ -598,9 +764,17 @@ def figures(ctx, out, quick, only, configs):
     "--plots",
     type=click.Path(file_okay=False),
     default=None,
-    help="folder for trace and posterior plots [beside the file]",
+    show_default="beside the file",
+    help="folder for trace and posterior plots",
 )
-@click.option("--var", "var_names", multiple=True, help="variables to diagnose (repeatable)")
+@click.option(
+    "--var",
+    "var_names",
+    multiple=True,
+    show_default="the order parameters in the file",
+    help="a posterior variable to diagnose (repeatable)",
+)
+@_verbosity_options
 def diagnose(path, plots, var_names):
     """Read a NetCDF result (posterior, Adam ensemble or sweep); print its table and plot it."""
     import arviz as az
@@ -621,9 +795,15 @@ def diagnose(path, plots, var_names):
     except Exception as err:
         raise click.UsageError(f"cannot read {path}: {err}") from err
     if "posterior" in idata.groups():
-        names = (
-            list(var_names) or [q for q in ("c1", "cG", "a1", "aG") if q in idata.posterior] or None
-        )
+        valid = list(idata.posterior.data_vars)
+        unknown = [v for v in var_names if v.removeprefix("~") not in valid]
+        if unknown:
+            raise click.BadParameter(
+                f"no variable {', '.join(map(repr, unknown))} in {path}; "
+                f"valid: {', '.join(map(str, valid))}",
+                param_hint="--var",
+            )
+        names = list(var_names) or [q for q in _ORDER_PARAMETERS if q in idata.posterior] or None
         d = diag(idata, var_names=names)
         click.echo(d)
         names = names or list(d.table.index)

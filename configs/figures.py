@@ -13,7 +13,7 @@ Reproduce everything (its paper protocol at d_model = 256 took 21.6 min on a 2-c
 
 A quick look in a few minutes (what ``make demo`` runs)::
 
-    bayes-attn figures --out out/figures --quick
+    mkdir -p out && bayes-attn figures --out out/figures --quick
 """
 
 from bayes_attn.analysis.protocol import PAPER_PS

@@ -2,6 +2,7 @@
 line on stderr with exit status 2. Commands run in-process through ``main(argv)``."""
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -177,3 +178,247 @@ def test_two_process_train_merges_to_the_single_process_ensemble(tmp_path):
     assert a.sizes == b.sizes and list(a.member.values) == [0, 1, 2]
     for name in ("train_loss", "objective", "cG", "stopped_at", "global_min"):
         np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-9, err_msg=name)
+
+
+# --------------------------------------------------------------------------------------------------
+# The edges (issue 16): --out, --var, the order of checks and log, -q/-v, help, sweep's --kind,
+# theory --activation.
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Every command's work fails the test if it starts: the checks must come first."""
+    import bayes_attn.analysis.figures as figures
+    import bayes_attn.analysis.sweep as sweep
+    import bayes_attn.inference as inference
+
+    def started(*args, **kwargs):
+        raise AssertionError("the work started before the arguments were checked")
+
+    for module, name in [
+        (inference, "run_nuts"),
+        (inference, "run_sgld"),
+        (inference, "run_smc"),
+        (inference, "train_adam"),
+        (sweep, "run_sweep"),
+        (figures, "make_figures"),
+    ]:
+        monkeypatch.setattr(module, name, started)
+
+
+COMMANDS_WITH_OUT = {
+    "sample": ["sample"],
+    "train": ["train", "--P", "10"],
+    "sweep": ["sweep", "--kind", "theory", "--P", "50"],
+}
+
+
+def _one_line_naming_out(code, err):
+    assert code == 2, err
+    assert "--out" in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("bayes-attn: error: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS_WITH_OUT))
+@pytest.mark.parametrize("where", ["under a file", "in a missing folder", "a folder"])
+def test_out_file_is_checked_before_any_work(capsys, tmp_path, no_work, command, where):
+    (tmp_path / "file.txt").write_text("not a folder")
+    out = {
+        "under a file": tmp_path / "file.txt" / "x.nc",
+        "in a missing folder": tmp_path / "missing" / "x.nc",
+        "a folder": tmp_path,
+    }[where]
+    code, _, err = run(capsys, *COMMANDS_WITH_OUT[command], "--out", out)
+    _one_line_naming_out(code, err)
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "in a missing folder"])
+def test_figures_out_folder_is_checked_before_any_work(capsys, tmp_path, no_work, where):
+    (tmp_path / "file.txt").write_text("not a folder")
+    out = {
+        "a file": tmp_path / "file.txt",
+        "under a file": tmp_path / "file.txt" / "figs",
+        "in a missing folder": tmp_path / "missing" / "figs",
+    }[where]
+    code, _, err = run(capsys, "figures", "--configs", TINY_FIGURES, "--out", out)
+    _one_line_naming_out(code, err)
+
+
+def test_unwritable_out_is_refused_before_any_work(capsys, tmp_path, no_work, monkeypatch):
+    """Tests run as root, where chmod does not stop a write (root passes every permission check),
+    so an unwritable folder and file are simulated: the check asks os.access, which says no here
+    for the folder ``ro`` and the file ``ro.nc``, as it would for a non-root user after chmod."""
+    import os
+
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro.nc").write_bytes(b"")
+    denied = {tmp_path / "ro", tmp_path / "ro.nc"}
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, mode, **kw: Path(p) not in denied and real_access(p, mode, **kw)
+    )
+    for argv in [
+        [*COMMANDS_WITH_OUT["sample"], "--out", tmp_path / "ro" / "x.nc"],
+        [*COMMANDS_WITH_OUT["train"], "--out", tmp_path / "ro.nc"],
+        [*COMMANDS_WITH_OUT["sweep"], "--out", tmp_path / "ro" / "x.nc"],
+        ["figures", "--configs", TINY_FIGURES, "--out", tmp_path / "ro"],
+        ["figures", "--configs", TINY_FIGURES, "--out", tmp_path / "ro" / "figs"],
+    ]:
+        code, _, err = run(capsys, *argv)
+        _one_line_naming_out(code, err)
+        assert "writ" in err, err
+
+
+def test_diagnose_unknown_variable_lists_the_valid_ones(capsys, tmp_path):
+    rng = np.random.default_rng(0)
+    post = tmp_path / "post.nc"
+    az.from_dict(
+        posterior={"c1": rng.normal(size=(2, 20)), "cG": rng.normal(size=(2, 20))}
+    ).to_netcdf(post)
+    code, _, err = run(capsys, "diagnose", post, "--var", "zz")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--var" in err and "'zz'" in err and "valid: c1, cG" in err
+    code, out, _ = run(capsys, "diagnose", post, "--var", "cG")
+    assert code == 0 and "cG" in out
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--P", "0"], "P must be a positive finite number"),
+        (["--P", "nan"], "P must be a positive finite number"),
+        (["--sampler", "sgld", "--step-size", "-1"], "step_size must be"),
+    ],
+)
+def test_sample_checks_its_numbers_before_the_log_line(capsys, tmp_path, no_work, argv, needle):
+    code = main(["sample", *argv, "--out", str(tmp_path / "x.nc")])  # INFO: the log line would show
+    _, err = capsys.readouterr()
+    assert code == 2 and needle in err, err
+    assert len(err.strip().splitlines()) == 1 and "model" not in err, err
+
+
+def _fake_sweep(monkeypatch):
+    """run_sweep replaced by a recorder of its config and progress flag (no work done)."""
+    import bayes_attn.analysis.sweep as sweep
+
+    seen = {}
+
+    def fake(cfg, path, progress=True, **kwargs):
+        seen.update(cfg=cfg, progress=progress)
+        return xr.Dataset({"done": ("point", np.ones(1, bool))})
+
+    monkeypatch.setattr(sweep, "run_sweep", fake)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "before, after, level, progress",
+    [
+        ([], [], logging.INFO, True),
+        (["-q"], [], logging.WARNING, False),
+        ([], ["-q"], logging.WARNING, False),
+        ([], ["--quiet"], logging.WARNING, False),
+        (["-v"], [], logging.DEBUG, True),
+        ([], ["-v"], logging.DEBUG, True),
+        ([], ["--verbose", "-q"], logging.WARNING, False),
+    ],
+)
+def test_quiet_and_verbose_go_before_or_after_the_subcommand(
+    capsys, tmp_path, monkeypatch, before, after, level, progress
+):
+    seen = _fake_sweep(monkeypatch)
+    argv = [*before, "sweep", "--kind", "theory", "--P", "50", *after]
+    assert main([*argv, "--out", str(tmp_path / "s.nc")]) == 0, capsys.readouterr().err
+    assert logging.getLogger("bayes_attn").level == level and seen["progress"] is progress
+    assert main([*before, "theory", "--P", "50", "--activation", "linear", *after]) == 0
+    assert logging.getLogger("bayes_attn").level == level
+
+
+def _root_context():
+    import click
+
+    from bayes_attn.cli import cli
+
+    return click.Context(cli, info_name="bayes-attn", **cli.context_settings)
+
+
+def test_every_option_has_help_and_shows_its_default_one_way():
+    import click
+
+    from bayes_attn import CopyTask, Hyper
+    from bayes_attn.cli import cli
+
+    root = _root_context()
+    commands = [(cli, root)] + [
+        (cmd, click.Context(cmd, info_name=name, parent=root)) for name, cmd in cli.commands.items()
+    ]
+    assert {c.name for c, _ in commands} >= {"theory", "sample", "train", "sweep", "figures"}
+    for cmd, ctx in commands:
+        for opt in cmd.params:
+            if not isinstance(opt, click.Option):
+                continue
+            where = f"{cmd.name} {opt.opts[0]}"
+            assert opt.help and opt.help.strip(), f"{where} has no help"
+            # defaults are shown by click (show_default), never written into the help by hand
+            assert not opt.help.rstrip().endswith("]") and "default" not in opt.help, where
+            record = opt.get_help_record(ctx)[1]
+            if opt.default not in (None, ()) and not (opt.is_flag or opt.multiple):
+                assert "default: " in record, f"{where} does not show its default: {record}"
+    # the preset's overrides (default None: the preset) show the preset's values
+    task, hyper = CopyTask.paper(), Hyper.paper()
+    shown = {p.name: p.show_default for p in cli.commands["theory"].params}
+    assert shown["L"] == str(task.L) and shown["V"] == str(task.V)
+    for name in ("chi", "g_w", "g_o", "sigma2"):
+        assert float(shown[name]) == getattr(hyper, name), name
+
+
+def test_sweep_kind_is_required_unless_the_config_sets_it(capsys, tmp_path, monkeypatch):
+    import click
+
+    from bayes_attn.cli import cli
+
+    sweep = cli.commands["sweep"]
+    ctx = click.Context(sweep, info_name="sweep", parent=_root_context())
+    for opt in sweep.params:
+        if opt.name in ("kind", "P"):
+            assert "[required unless --config sets it]" in opt.get_help_record(ctx)[1]
+    seen = _fake_sweep(monkeypatch)
+    out = tmp_path / "s.nc"
+    cfg = tmp_path / "nokind.toml"
+    cfg.write_text('[sweep]\nP = [50.0]\nactivation = ["softmax"]\n')
+    code, _, err = run(capsys, "sweep", "--config", cfg, "--out", out)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "does not set kind" in err and "--kind" in err and "Traceback" not in err
+    code, _, err = run(capsys, "sweep", "--config", cfg, "--kind", "theory", "--out", out)
+    assert code == 0, err
+    assert seen["cfg"].kind == "theory" and seen["cfg"].activation == ("softmax",)
+    assert seen["cfg"].P == (50.0,)
+    # an option given on the command line overrides the file; defaults do not
+    code, _, err = run(
+        capsys, "sweep", "--config", cfg, "--kind", "theory", "--P", "400", "--out", out
+    )
+    assert code == 0 and seen["cfg"].P == (400.0,) and seen["cfg"].activation == ("softmax",)
+    code, _, err = run(capsys, "sweep", "--kind", "theory", "--out", out)
+    assert code == 2 and "missing --P" in err and len(err.strip().splitlines()) == 1
+
+
+LINEAR_BOUNDARIES = {
+    "second_order",
+    "second_order_closed_form",
+    "second_order_leading",
+    "crossover",
+}
+
+
+@pytest.mark.parametrize("activation, other", [("linear", "softmax"), ("softmax", "linear")])
+def test_theory_shows_only_the_boundaries_of_its_activation(capsys, activation, other):
+    code, out, _ = run(capsys, "theory", "--P", "50", "--activation", activation)
+    assert code == 0 and f"{activation}, " in out and other not in out, out
+    code, out, _ = run(capsys, "theory", "--P", "50", "--activation", activation, "--json")
+    report = json.loads(out)
+    expected = LINEAR_BOUNDARIES if activation == "linear" else {"first_order", "spinodals"}
+    assert set(report["boundaries"]) == expected
+    assert {s["activation"] for s in report["saddles"]} == {activation}
+    code, out, _ = run(capsys, "theory", "--P", "50", "--json")
+    assert set(json.loads(out)["boundaries"]) == LINEAR_BOUNDARIES | {"first_order", "spinodals"}
