@@ -15,7 +15,8 @@ Conventions
 
 References
 ----------
-Paper Sec. 3.3 (order parameters), App. F; THEORY.md Levels 1 and 2.
+Paper Sec. 3.3 (order parameters), App. F; docs/theory.md §1 (projection), §2 (Level 1: logits by
+gathers) and §3 (Level 2: the minimum-norm realisation).
 """
 
 from __future__ import annotations

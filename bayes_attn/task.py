@@ -2,7 +2,7 @@
 
 References
 ----------
-Paper Sec. 2 ("A minimal model for the emergence of copy heads"); THEORY.md, Level 0.
+Paper Sec. 2 ("A minimal model for the emergence of copy heads"); docs/theory.md §1 (Level 0).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class CopyTask:
 
 @dataclasses.dataclass(frozen=True)
 class Hyper:
-    """Scales of the Bayesian model (THEORY.md, Level 0).
+    """Scales of the Bayesian model (paper Sec. 2 and Table 1; docs/theory.md §1).
 
     Parameters
     ----------

@@ -41,7 +41,7 @@ def main():
     rows = [
         ("linear, second order P*  (numeric)", b.second_order),
         ("linear, second order P*  (exact closed form)", b.second_order_closed_form),
-        ("linear, second order P*  (leading order, THEORY.md)", b.second_order_leading),
+        ("linear, second order P*  (leading order, docs/theory.md §7)", b.second_order_leading),
         ("linear, crossover (max d cG / d log P)", b.crossover),
         ("linear, c1 peaks", b.crossover_markers["c1_peak"]),
         ("linear, cG overtakes c1", b.crossover_markers["copy_overtakes"]),

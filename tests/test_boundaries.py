@@ -26,7 +26,7 @@ def test_numeric_second_order_equals_closed_form(L, V, g_w, g_o, sigma2):
     numeric = bd.second_order_numeric(sc)
     closed = float(bd.second_order_closed_form(sc))
     assert abs(numeric / closed - 1) < 1e-6
-    # THEORY.md's leading-order form differs by a small, documented amount
+    # the leading-order form (docs/theory.md §7) differs by a small, documented amount
     assert abs(float(bd.second_order_leading(sc)) / closed - 1) < 0.05
 
 

@@ -19,7 +19,7 @@ def test_level2_saddle_agrees_with_level1_map(P, activation):
     """Two sampled datasets per point. Tolerance: 2% of the leading order parameter plus 0.01 absolute.
 
     The dataset-to-dataset spread of the Level-1 MAP is ~0.5% in c1 (a1) and ~0.002 in cG (aG) here
-    (THEORY.md fact 4 reports a few per cent); the absolute part covers order parameters near zero.
+    (docs/theory.md §7: within 0.5% in c1); the absolute part covers order parameters near zero.
     """
     task, hyper = ba.CopyTask.paper(), P100_SCALE
     sd = global_saddle(task, hyper, P, activation)

@@ -4,14 +4,14 @@ Every member keeps one pool of sequences and trains on its first P of them, so t
 nested and each P starts from the previous P's solution. Going up, a network in the weak-copy phase
 stays there until that phase stops being a minimum (the upper spinodal); going down, the strong-copy
 phase survives to the lower spinodal. The two jump points should bracket the theory's first-order
-P*, between its spinodals (THEORY.md fact 6, metastability). Measured at the paper preset
-(docs/validation.md, "Hysteresis loop"): networks of width 32 with their embeddings frozen at an
-orthonormal basis (:func:`orthonormal_start`, ``train_embeddings=False``: the objective is then the
-Level-1 action on the data), 300 Adam steps per P, jump up between P = 1250 and 1300 and down
+P*, between its spinodals (metastability; docs/theory.md §7, "First order"). Measured at the paper
+preset (docs/validation.md, "Hysteresis loop"): networks of width 32 with their embeddings frozen at
+an orthonormal basis (:func:`orthonormal_start`, ``train_embeddings=False``: the objective is then
+the Level-1 action on the data), 300 Adam steps per P, jump up between P = 1250 and 1300 and down
 between 1200 and 1100, against the Level-2 spinodals 1303.8 and 1164.1 (P* = 1212.4). With trained
-embeddings the joint MAP has no copy component and the loop is far wider (no up-jump up to
-P = 3000, down-jump between 600 and 300); with embeddings at a prior draw (d = 256) the random Gram
-closes the loop to within one grid step of 50.
+embeddings the joint MAP has no copy component and the loop is far wider (no up-jump up to P = 3000,
+down-jump between 600 and 300); with embeddings at a prior draw (d = 256) the random Gram closes the
+loop to within one grid step of 50.
 
 With ``sgld_steps`` the sweep also runs SGLD (temperature 1) from each Adam solution at every P;
 in the setting above (300 steps per chain) its loop jumps in the same grid cells as Adam's: no chain
@@ -24,7 +24,8 @@ the grid step, which makes it both the theory's hysteresis loop and a check of :
 
 References
 ----------
-THEORY.md facts 3 and 6; paper Sec. 4; docs/theory.md section 7 (spinodals).
+Paper Sec. 4 and App. A.7 (first-order transitions); docs/theory.md §7 ("First order": the
+spinodals).
 """
 
 from __future__ import annotations
@@ -267,7 +268,7 @@ def theory_sweep(task, hyper, Ps, activation: str = "softmax", *, steps: int = 2
 
     References
     ----------
-    THEORY.md facts 3 and 6; docs/theory.md section 7.
+    Paper App. A.7; docs/theory.md §7 ("First order": the spinodals).
     """
     check_activation(activation)
     Ps = np.sort(check_positive_array("Ps", Ps))

@@ -3,7 +3,7 @@ finite-chi weights of the two softmax phases.
 
 The reduced posterior is the density ``p(c) ∝ exp(-chi s(c))`` (times ``exp(-logdet)`` with
 ``include_logdet``) over the Gaussian coordinates ``c``: ``(c1, cG)`` for linear attention, the logit
-gap ``cG`` for softmax (:mod:`bayes_attn.models.order_params`; THEORY.md Level 2).
+gap ``cG`` for softmax (:mod:`bayes_attn.models.order_params`; docs/theory.md §3-5, Level 2).
 
 Modes and basins
 ----------------
@@ -66,7 +66,8 @@ the difference of the two phases' losses, ~L, so the width falls like 1/(chi L))
 
 References
 ----------
-THEORY.md Level 2; docs/theory.md section 7; :mod:`bayes_attn.theory.saddles`.
+Paper Sec. 3.3 and App. A.7; docs/theory.md §7 ("The first-order transition at finite χ");
+:mod:`bayes_attn.theory.saddles`.
 """
 
 from __future__ import annotations

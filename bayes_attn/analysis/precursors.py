@@ -31,7 +31,8 @@ the Laplace value approximates.
 
 References
 ----------
-THEORY.md "Observables" (precursors); paper Sec. 5 (predictability of emergence); docs/theory.md 7.
+Paper Sec. 5 (predictability of emergence) and App. A.6-A.7; docs/theory.md §7 (saddles and their
+Hessians); docs/validation.md "Precursors".
 """
 
 from __future__ import annotations
@@ -245,7 +246,7 @@ def precursors(
 
     References
     ----------
-    THEORY.md "Observables"; docs/validation.md "Precursors".
+    Paper Sec. 5; docs/theory.md §7; docs/validation.md "Precursors".
     """
     check_activation(activation)
     Ps = np.sort(check_positive_array("Ps", Ps))

@@ -11,7 +11,7 @@ folded onto the theory's sign (:func:`bayes_attn.algebra.fold_sign`).
 
 References
 ----------
-Paper Sec. 4 and Table 1; THEORY.md "The paper's experiment" and the open questions.
+Paper Sec. 4 and Table 1; docs/validation.md "The paper protocol: networks against the theory".
 """
 
 from __future__ import annotations

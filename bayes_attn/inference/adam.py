@@ -2,12 +2,13 @@
 
 Every member trains on its own dataset, in one jitted program per chunk of ``lax.scan`` steps. The optimiser is an optax chain: Adam with a linear learning-rate warm-up, then
 :func:`early_stopping`, which freezes a member once its objective stops improving. The objective is
-the chi-scaled negative log-posterior of THEORY.md Level 0
+the chi-scaled negative log-posterior of the finite network (Level 0, docs/theory.md §1)
 (:func:`bayes_attn.models.network.neg_log_posterior`), so the optimum is the MAP.
 
 References
 ----------
-Paper Sec. 4 and Table 1 (Adam warm-up, early stopping, filtering by the loss); THEORY.md Level 0.
+Paper Sec. 4 and Table 1 (Adam warm-up, early stopping, filtering by the loss); docs/theory.md §1
+(Level 0).
 """
 
 from __future__ import annotations

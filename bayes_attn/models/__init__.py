@@ -1,4 +1,4 @@
-"""NumPyro models of the copy-task posterior at each level (THEORY.md Levels 0-2)."""
+"""NumPyro models of the copy-task posterior at each level (docs/theory.md §1-5: Levels 0-2)."""
 
 from bayes_attn.models.kernel_limit import kernel_limit_model
 from bayes_attn.models.network import (

@@ -2,7 +2,7 @@
 
 References
 ----------
-Paper Sec. 3.1-3.2 ("closed-form posterior over the attention matrix"); THEORY.md Level 1.
+Paper Sec. 3.1-3.2 ("closed-form posterior over the attention matrix"); docs/theory.md §2 (Level 1).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from the (V L) x V table H W_O^T. The cost per step grows with V L d^2 plus gath
 
 References
 ----------
-Paper Sec. 2; THEORY.md Level 0.
+Paper Sec. 2; docs/theory.md §1 (Level 0).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from bayes_attn.models._sites import record_order_parameters
 
 
 def prior_scales(hyper, d_model: int, factorized: bool = False) -> dict[str, float]:
-    """Prior standard deviations of the weights (THEORY.md Level 0).
+    """Prior standard deviations of the weights (paper Sec. 2; docs/theory.md §1, Level 0).
 
     W_emb, p ~ N(0, 1); W_G ~ N(0, g_W / chi); W_O ~ N(0, g_O / (chi d)). Factorised, W_G = W_Q^T W_K
     with W_Q, W_K (d x d) ~ N(0, (g_W / chi)^(1/2) / d^(1/2)), so that W_G has the same entry variance.
@@ -97,7 +97,7 @@ def loss_per_token(f, tokens):
 
 
 def neg_log_posterior(params, tokens, hyper, activation: str, *, frozen=None, scale=1.0):
-    """The chi-scaled negative log-posterior of THEORY.md Level 0, without constants.
+    """The chi-scaled negative log-posterior of the finite network (Level 0), without constants.
 
     U = chi sum |y - f|^2 / (2 sigma^2) + sum_w |w|^2 / (2 std_w^2) over the weights in ``params``
     (so chi |W_G|^2 / (2 g_W), chi d |W_O|^2 / (2 g_O), |W_emb|^2 / 2, |p|^2 / 2); weights in
@@ -125,7 +125,7 @@ def network_model(
     batch_size: int | None = None,
     embeddings: tuple | None = None,
 ):
-    """The finite-width network with its Gaussian priors and Gaussian likelihood (THEORY.md Level 0).
+    """The finite-width network with its Gaussian priors and Gaussian likelihood (Level 0).
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 
 References
 ----------
-Paper Sec. 3.3; THEORY.md Level 2; docs/theory.md sections 3-5.
+Paper Sec. 3.3; docs/theory.md §3-5 (Level 2).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 References
 ----------
-Paper Sec. 3; THEORY.md; docs/theory.md for our derivation.
+Paper Sec. 3; docs/theory.md §2-8 for our derivation.
 """
 
 from bayes_attn.theory.action import (

@@ -5,7 +5,7 @@ O(1) against O(chi), is kept separate (:func:`logdet_ek`, :func:`logdet_exact`).
 
 References
 ----------
-Paper Sec. 3.3, App. F and H; THEORY.md Levels 1 and 2; docs/theory.md for the derivation.
+Paper Sec. 3.3, App. F and H; docs/theory.md §2 (Level 1) and §3-6 (Level 2) for the derivation.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@
 
 References
 ----------
-Paper Eqs. 16, 17 and 21 (17 and 21 are missing from the text); THEORY.md facts 1-3.
+Paper Eqs. 16, 17 and 21 (17 and 21 are missing from the text); docs/theory.md §7
+and §8.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from bayes_attn.theory.saddles import _bounds, objective, starts
 
 def second_order_leading(sc: Scales):
     """P* ~ L V^2 sigma^2 / ((L + V) sqrt(g_O g_W (L + 1)(L + V - 1))): the paper's Eq. 16 with its
-    square root restored (THEORY.md fact 1). It drops a term of relative size ~1e-5 at the paper preset;
+    square root restored (docs/theory.md §8). It drops a term of relative size ~1e-5 at the paper preset;
     :func:`second_order_closed_form` is exact.
     """
     L, V = sc.L, sc.V
@@ -265,7 +266,7 @@ class PhaseBoundaries:
     second_order_closed_form : float
         The same from the exact closed form (a root of a quadratic); they agree to ~1e-12.
     second_order_leading : float
-        THEORY.md's closed form (the paper's Eq. 16 with the square root restored), a leading-order
+        The closed form of docs/theory.md §7 (the paper's Eq. 16 with the square root restored), a leading-order
         approximation good to ~1e-5 at the paper preset.
     crossover : float
         Linear crossover scale, argmax of d cG / d log P.
@@ -298,7 +299,7 @@ def phase_boundaries(task, hyper) -> PhaseBoundaries:
 
     References
     ----------
-    Paper Eqs. 16, 17, 21; THEORY.md facts 1 and 3; docs/theory.md ("Phase boundaries").
+    Paper Eqs. 16, 17, 21; docs/theory.md §7 ("Saddle points and phase boundaries") and §8.
     """
     sc = scales(task, hyper)
     P2 = second_order_numeric(sc)

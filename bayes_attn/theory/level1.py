@@ -6,7 +6,8 @@ is the brute-force check of the reduced (Level-2) theory and of its minimum-norm
 
 References
 ----------
-Paper Sec. 3.1-3.2; THEORY.md Level 1 and facts 4-6.
+Paper Sec. 3.1-3.2; docs/theory.md §2 (Level 1) and §7 ("Level 1 against Level 2");
+docs/validation.md "Level 1 against Level 2 at Table 1".
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class Level1Map:
 def level1_map(task, hyper, tokens, activation: str, M0=None, *, maxiter: int = 5000) -> Level1Map:
     """Minimise the Level-1 action over M by L-BFGS (float64) from ``M0``.
 
-    The default start is the minimum-norm realisation of the global Level-2 saddle at P = len(tokens),
-    as in THEORY.md fact 4. Pass a random ``M0`` to explore other local minima (fact 5).
+    The default start is the minimum-norm realisation of the global Level-2 saddle at P = len(tokens)
+    (docs/theory.md §7). Pass a random ``M0`` to explore other, token-dependent local minima.
     """
     from bayes_attn.theory.saddles import global_saddle
 

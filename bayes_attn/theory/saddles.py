@@ -8,7 +8,7 @@ non-negative, so the prior bounds |cG| and |c1 + cG/L| (:func:`_bounds`).
 
 References
 ----------
-Paper Sec. 3.3 and Fig. 2; THEORY.md Level 2; docs/theory.md.
+Paper Sec. 3.3 and Fig. 2; docs/theory.md §7 (Level 2 saddles).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def saddles(task, hyper, P, activation: str) -> list[Saddle]:
 
     References
     ----------
-    Paper Sec. 3.3, Fig. 2; THEORY.md Level 2.
+    Paper Sec. 3.3, Fig. 2; docs/theory.md §7.
     """
     check_activation(activation)
     P = check_positive("P", P)
