@@ -5,13 +5,11 @@ nested and each P starts from the previous P's solution. Going up, a network in 
 stays there until that phase stops being a minimum (the upper spinodal); going down, the strong-copy
 phase survives to the lower spinodal. The two jump points should bracket the theory's first-order
 P*, between its spinodals (metastability; docs/theory.md §7, "First order"). Measured at the paper
-preset (docs/validation.md, "Hysteresis loop"): networks of width 32 with their embeddings frozen at
-an orthonormal basis (:func:`orthonormal_start`, ``train_embeddings=False``: the objective is then
-the Level-1 action on the data), 300 Adam steps per P, jump up between P = 1250 and 1300 and down
-between 1200 and 1100, against the Level-2 spinodals 1303.8 and 1164.1 (P* = 1212.4). With trained
-embeddings the joint MAP has no copy component and the loop is far wider (no up-jump up to P = 3000,
-down-jump between 600 and 300); with embeddings at a prior draw (d = 256) the random Gram closes the
-loop to within one grid step of 50.
+preset, Table 1 (docs/validation.md, "Hysteresis loop"): networks of width 32 with their embeddings
+frozen at an orthonormal basis (:func:`orthonormal_start`, ``train_embeddings=False``: the objective
+is then the Level-1 action on the data), 300 Adam steps per P, jump up between P = 285 and 300 and
+down between 270 and 255, against the Level-2 spinodals 296.76 and 264.97 (P* = 275.97); with
+embeddings at a prior draw (d = 256) the random Gram closes the loop to within one grid step of 10.
 
 With ``sgld_steps`` the sweep also runs SGLD (temperature 1) from each Adam solution at every P;
 in the setting above (300 steps per chain) its loop jumps in the same grid cells as Adam's: no chain
