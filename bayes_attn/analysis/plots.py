@@ -404,7 +404,7 @@ def hysteresis_loop(ds, boundaries, theory=None, jumps=None, label=None, ax=None
             x = jumps.get(direction)
             if x is not None and math.isfinite(x):
                 ax.plot([x], [top], marker=marker, color=styles[direction][0], ls="none")
-    _vline(ax, boundaries.first_order, color="C2", ls="-", lw=0.8, label="1st-order P*")
+    _vline(ax, boundaries.first_order, color="C2", ls="-", lw=0.8, label="first-order P*")
     for k, s in enumerate(boundaries.spinodals):
         _vline(ax, s, color="C2", ls=":", lw=0.9, label="spinodals" if k == 0 else None)
     meta = ", ".join(f"{k} = {ds.attrs[k]}" for k in ("d_model", "L", "V") if k in ds.attrs)
@@ -460,7 +460,7 @@ def precursors(ds_linear, ds_softmax, boundaries, scaled: bool = True):
     axes[0].set(
         xscale="log",
         yscale="log",
-        xlabel="P",
+        xlabel="P (training sequences)",
         ylabel=f"{ylabel} of c1",
         title="linear: fluctuations grow towards P* (2nd order)",
     )
@@ -468,11 +468,13 @@ def precursors(ds_linear, ds_softmax, boundaries, scaled: bool = True):
     axes[1].set(
         xscale="log",
         yscale="log",
-        xlabel="P",
+        xlabel="P (training sequences)",
         ylabel=f"{ylabel} of aG",
         title="softmax: finite up to the jump (1st order)",
     )
-    _vline(axes[1], boundaries.first_order, color="C3", lw=0.8, label="1st-order P*")
+    for ax in axes:
+        _plain_log_ticks(ax)
+    _vline(axes[1], boundaries.first_order, color="C3", lw=0.8, label="first-order P*")
     for k, s in enumerate(boundaries.spinodals):
         _vline(axes[1], s, color="C3", ls=":", lw=0.8, label="spinodals" if k == 0 else None)
     for ax, group, exact in ((axes[0], lin, "var_exact"), (axes[1], soft, "var_exact_global")):
