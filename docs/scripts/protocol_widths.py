@@ -1,6 +1,6 @@
 """Figure and table of docs/validation.md: the paper protocol at several widths against the theory.
 
-Reads the NetCDF files written by ``benchmarks/bench_protocol.py --d D --out out/protocol_dD.nc``
+Reads the NetCDF files written by ``benchmarks/bench_protocol.py --d D --out ...widths_dD.nc``
 and draws, per activation, the order parameters against P: the Level-2 saddle on a fine grid, the
 Level-1 MAP, and the Adam (filtered by the loss) and SGLD ensemble means at each width. Prints a
 markdown table of the gaps to the Level-2 saddle and where each network jumps or crosses over.
@@ -57,7 +57,7 @@ def jump_and_crossover(ds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+")
-    parser.add_argument("--fig", default="docs/figures/protocol_widths.png")
+    parser.add_argument("--fig", default="docs/figures/paper/protocol_widths.png")
     args = parser.parse_args()
     runs = {int(xr.open_dataset(f, engine="h5netcdf").attrs["d_model"]): f for f in args.files}
     runs = {d: xr.load_dataset(f, engine="h5netcdf") for d, f in sorted(runs.items())}
