@@ -181,9 +181,10 @@ def phase_free_energies(
     embeddings=None,
     d_model: int | None = None,
     num_particles: int = 128,
-    num_mcmc_steps: int = 4,
+    num_mcmc_steps: int | None = None,
     replicates: int = 2,
     seed: int = 0,
+    **smc_kwargs,
 ) -> xr.Dataset:
     """The evidence of each softmax phase at one level, and Delta F beside Level 2's.
 
@@ -192,8 +193,11 @@ def phase_free_energies(
     tokens : (P, L) ints, or P itself for ``level="reduced"``
     level : {"reduced", "kernel", "network"}
     embeddings : (W_emb, p), for ``level="network"`` (held fixed)
-    num_particles, num_mcmc_steps, replicates, seed
-        SMC settings of :func:`~bayes_attn.inference.basins.basin_evidence`.
+    num_particles, num_mcmc_steps, replicates, seed, smc_kwargs
+        SMC settings of :func:`~bayes_attn.inference.basins.basin_evidence` (``replicates``
+        independent runs of ``num_particles``; ``num_mcmc_steps``: the minimum number of moves
+        per tempering step, None for :func:`~bayes_attn.inference.run_smc`'s default;
+        ``smc_kwargs``: ``max_mcmc_steps``, ``mixing_target``).
 
     Returns
     -------
@@ -229,6 +233,7 @@ def phase_free_energies(
                 num_mcmc_steps=num_mcmc_steps,
                 replicates=replicates,
                 seed=seed,
+                **smc_kwargs,
                 var="aG",
                 boundary=cut,
                 side="above" if phase == "strong" else "below",

@@ -2,6 +2,10 @@
 
 A stuck chain is the normal state of affairs at a first-order transition (and for the two Z2 images
 of the linear ordered phase): :func:`diagnose` says which chains disagree and where each one sits.
+For tempered SMC (:func:`~bayes_attn.inference.run_smc`, one chain per independent run) it also
+reports the log evidence with its standard error across runs, and per run the particle ESS, the
+surviving initial lineages and the tempering steps, with the sampler's own warnings
+(:func:`~bayes_attn.inference.smc.smc_problems`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import pandas as pd
 
 from bayes_attn.algebra import fold_sign
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
+from bayes_attn.inference.smc import smc_problems
 
 
 @dataclasses.dataclass
@@ -34,6 +39,10 @@ class Diagnosis:
     phases : PhaseOccupancy or None
         For softmax posteriors of ``aG`` with two phases: the phase of every draw, the occupancy per
         chain and a mixing verdict (:func:`bayes_attn.analysis.phases.phase_occupancy`).
+    smc : dict or None
+        For SMC results (:func:`smc_summary`): ``log_evidence``, ``log_evidence_se`` and ``runs``,
+        a table with one row per run (``log_evidence``, ``genealogy_se``, ``tempering_steps``,
+        ``eve_lineages``, ``particle_ess``, ``moves_per_step``).
     """
 
     table: pd.DataFrame
@@ -41,6 +50,7 @@ class Diagnosis:
     groups: dict
     warnings: list
     phases: PhaseOccupancy | None = None
+    smc: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -50,6 +60,8 @@ class Diagnosis:
         with pd.option_context("display.width", 160, "display.max_columns", 30):
             text = self.table.round(4).to_string()
         text += f"\n\ndivergences: {self.divergences}\n"
+        if self.smc is not None:
+            text += _smc_text(self.smc)
         if self.phases is not None:
             text += f"{self.phases}\n"
         if self.warnings:
@@ -57,6 +69,58 @@ class Diagnosis:
         else:
             text += "no problems found (R-hat <= 1.01, chains agree, no divergences)"
         return text
+
+
+def smc_summary(attrs) -> dict:
+    """The evidence and per-run health of an SMC result, from its attrs (:func:`run_smc`).
+
+    Works for results written before ``num_runs`` existed (one run, scalar attrs).
+    """
+    runs = np.atleast_1d(np.asarray(attrs.get("log_evidence_runs", attrs["log_evidence"]), float))
+    k = runs.size
+
+    def per_run(name, default=np.nan):
+        v = np.atleast_1d(np.asarray(attrs.get(name, default), float))
+        return np.broadcast_to(v, (k,)) if v.size in (1, k) else np.full(k, np.nan)
+
+    steps = per_run("num_tempering_steps")
+    moves = np.atleast_1d(np.asarray(attrs.get("num_moves", np.nan), float))
+    if moves.size == int(np.nansum(steps)) and np.isfinite(steps).all():
+        mean_moves = [float(m.mean()) for m in np.split(moves, np.cumsum(steps.astype(int))[:-1])]
+    else:
+        mean_moves = [float(attrs.get("num_mcmc_steps", np.nan))] * k
+    table = pd.DataFrame(
+        {
+            "log_evidence": runs,
+            "genealogy_se": per_run("log_evidence_run_se"),
+            "tempering_steps": steps,
+            "eve_lineages": per_run("num_eve_lineages"),
+            "particle_ess": per_run("ess_final"),
+            "moves_per_step": mean_moves,
+        },
+        index=pd.Index(range(k), name="run"),
+    )
+    return {
+        "log_evidence": float(attrs["log_evidence"]),
+        "log_evidence_se": float(attrs.get("log_evidence_se", np.nan)),
+        "num_particles": int(attrs.get("num_particles", 0)),
+        "runs": table,
+    }
+
+
+def _smc_text(smc: dict) -> str:
+    se = smc["log_evidence_se"]
+    pm = f" +- {se:.4f}" if np.isfinite(se) else " (one run: no standard error)"
+    k = len(smc["runs"])
+    with pd.option_context("display.width", 160):
+        table = smc["runs"].round(4).to_string()
+    return (
+        f"SMC: log evidence {smc['log_evidence']:.4f}{pm} (log of the mean Z over {k} run"
+        f"{'s' if k > 1 else ''}; standard error from their spread), {smc['num_particles']} "
+        f"particles per run\n{table}\n(particle_ess: ESS of each run's last reweighting; "
+        "eve_lineages: initial particles with descendants at the end. ess_bulk and ess_tail above "
+        "treat the particles as independent draws.)\n"
+    )
 
 
 def _chain_groups(means: np.ndarray, ses: np.ndarray, z: float) -> list[list[int]]:
@@ -131,4 +195,10 @@ def diagnose(idata, var_names=None, *, rhat_max: float = 1.01, z: float = 5.0) -
             phases = None
         if phases is not None and not phases.ok:
             warnings.append(f"phases: {phases.reason}")
-    return Diagnosis(table=table, divergences=div, groups=groups, warnings=warnings, phases=phases)
+    smc = None
+    if post.attrs.get("sampler") == "smc" and "log_evidence" in post.attrs:
+        smc = smc_summary(post.attrs)
+        warnings.extend(f"smc: {p}" for p in smc_problems(post.attrs))
+    return Diagnosis(
+        table=table, divergences=div, groups=groups, warnings=warnings, phases=phases, smc=smc
+    )

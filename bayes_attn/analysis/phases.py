@@ -23,17 +23,22 @@ The mixing rule
 ---------------
 Let chain c have n_c draws of which a fraction f_c is strong, and let p be the pooled fraction.
 
-1. One chain of SMC particles (``attrs["sampler"] == "smc"``): the particles are equally weighted,
-   and there are no chains to compare; the verdict is ``"independent draws"``. The standard error
-   is the larger of the binomial ``sqrt(p (1 - p) / min(N, ess_final))`` (``ess_final``: the ESS of
-   the last reweighting) and the Chan-Lai genealogy estimate
-   ``sqrt(sum_e (sum_{i in e} (I_i - p))^2) / N`` over the groups ``e`` of particles that descend
-   from the same lambda = 0 draw (``sample_stats["eve"]`` of :func:`~bayes_attn.inference.run_smc`;
-   Chan & Lai 2013, Lee & Whiteley 2018). The second one carries the variance that the mode
-   proportions pick up from resampling along the path: measured over 8 seeds it is 0.034 against
-   an observed spread 0.025 for the Z2 images of the linear model at P = 2500 (binomial: 0.011),
-   and 0.0084 against 0.0069 for the softmax strong fraction at P = 1211 (binomial: 0.0081). The
-   table's ``ess`` is then ``p (1 - p) / se^2``.
+1. SMC particles (``attrs["sampler"] == "smc"``; one chain per independent run of
+   :func:`~bayes_attn.inference.run_smc`): the particles of a run are equally weighted, and the
+   verdict is ``"independent draws"``. The standard error of run c's fraction is the larger of the
+   binomial ``sqrt(p (1 - p) / min(N, ess_final_c))`` (``ess_final_c``: the ESS of the run's last
+   reweighting) and the Chan-Lai genealogy estimate
+   ``sqrt(sum_e (sum_{i in e} (I_i - f_c))^2) / N`` over the groups ``e`` of particles that
+   descend from the same lambda = 0 draw (``sample_stats["eve"]`` of
+   :func:`~bayes_attn.inference.run_smc`; Chan & Lai 2013, Lee & Whiteley 2018). The second one
+   carries the variance that the mode proportions pick up from resampling along the path:
+   measured over 8 seeds it is 0.034 against an observed spread 0.025 for the Z2 images of the
+   linear model at P = 2500 (binomial: 0.011), and 0.0084 against 0.0069 for the softmax strong
+   fraction at P = 1211 (binomial: 0.0081) (both at sigma^2 = 131.8). The pooled fraction is the
+   mean over runs, its standard error ``sqrt(sum_c se_c^2) / C``. With two or more runs, the runs
+   must also agree: ``X2 = sum_c (f_c - p)^2 / se_c^2`` on ``C - 1`` degrees of freedom;
+   ``p_value < alpha`` gives ``"not mixing"`` (the runs weigh the phases differently, beyond
+   their own errors). The table's ``ess`` is ``p (1 - p) / se_c^2``.
 2. p = 0 or 1: ``"single phase"``; no chain visited the other phase, so mixing between phases is
    untested (compare with :func:`~bayes_attn.analysis.modes` whether a second phase exists).
 3. Stuck chains: some chain has no draw in a phase in which another chain spends at least half of
@@ -239,24 +244,77 @@ def _tau(ind: np.ndarray) -> float:
     return max(tau_markov, tau_acf, 1e-12)
 
 
-def _smc_error(idata, ind, p, attrs):
-    """(se, n_eff, description) of the strong fraction of one SMC run (module docstring, rule 1)."""
+def _smc_error(eve, ind, p, f, ess_final):
+    """(se, n_eff, description) of one SMC run's strong fraction ``f`` (module docstring, rule 1).
+
+    ``p`` is the pooled fraction (for the binomial term), ``eve`` the run's lambda = 0 ancestors
+    (None when absent).
+    """
     n = ind.size
-    n_binom = float(min(n, attrs.get("ess_final", n)))
+    n_binom = float(min(n, ess_final))
     se_binom = math.sqrt(p * (1 - p) / n_binom)
     se_eve = 0.0
-    if "sample_stats" in idata.groups() and "eve" in idata.sample_stats:
-        eve = np.asarray(idata.sample_stats["eve"]).ravel()
+    if eve is not None:
         _, lineage = np.unique(eve, return_inverse=True)
-        sums = np.bincount(lineage, weights=ind - p)
+        sums = np.bincount(lineage, weights=ind - f)
         se_eve = math.sqrt(float(np.sum(sums**2))) / n
     se = max(se_binom, se_eve)
-    n_eff = p * (1 - p) / se**2 if se > 0 else float(n_binom)
+    n_eff = p * (1 - p) / se**2 if se > 0 else n_binom
+    return se, n_eff, se_binom, se_eve
+
+
+def _smc_occupancy(idata, ind, frac, attrs, table, alpha, common):
+    """The SMC branch of :func:`phase_occupancy` (module docstring, rule 1)."""
+    n_chains, n_draws = ind.shape
+    p = float(np.mean(frac))
+    ess_final = np.broadcast_to(np.asarray(attrs.get("ess_final", n_draws), float), (n_chains,))
+    eve = None
+    if "sample_stats" in idata.groups() and "eve" in idata.sample_stats:
+        eve = np.asarray(idata.sample_stats["eve"].transpose("chain", "draw"))
+    rows = [
+        _smc_error(None if eve is None else eve[c], ind[c], p, frac[c], ess_final[c])
+        for c in range(n_chains)
+    ]
+    se_c = np.array([r[0] for r in rows])
+    n_eff = np.array([r[1] for r in rows])
+    se = float(math.sqrt(np.sum(se_c**2)) / n_chains)
     how = (
-        f"standard error max(binomial with n_eff = {n_binom:.0f}: {se_binom:.3g}, "
-        f"Chan-Lai over the lambda = 0 ancestors: {se_eve:.3g})"
+        f"standard error per run max(binomial with n_eff = min(N, ess_final): "
+        f"{', '.join(f'{r[2]:.3g}' for r in rows)}; Chan-Lai over the lambda = 0 ancestors: "
+        f"{', '.join(f'{r[3]:.3g}' for r in rows)})"
     )
-    return se, n_eff, how
+    runs = (
+        f"{n_chains} SMC run{'s' if n_chains > 1 else ''} of {n_draws} equally weighted particles"
+    )
+    test = {}
+    if n_chains > 1 and p not in (0.0, 1.0) and np.all(se_c > 0):
+        chi2 = float(np.sum((frac - p) ** 2 / se_c**2))
+        dof = n_chains - 1
+        p_value = float(stats.chi2.sf(chi2, dof))
+        test = {"chi2": chi2, "dof": dof, "p_value": p_value}
+        how += f"; runs' agreement chi2 = {chi2:.3g} on {dof} dof, p = {p_value:.3g}"
+        if p_value < alpha:
+            return PhaseOccupancy(
+                table=table(n_eff),
+                se=math.nan,
+                verdict="not mixing",
+                reason=(
+                    f"{runs}: the runs' strong fractions "
+                    f"({', '.join(f'{f:.3f}' for f in frac)}) disagree beyond their errors; {how}"
+                ),
+                tau=math.nan,
+                **test,
+                **common,
+            )
+    return PhaseOccupancy(
+        table=table(n_eff),
+        se=se,
+        verdict="independent draws",
+        reason=f"{runs}; {how}",
+        tau=float(n_draws * n_chains / np.sum(n_eff)) if np.sum(n_eff) > 0 else math.inf,
+        **test,
+        **common,
+    )
 
 
 def phase_occupancy(
@@ -319,16 +377,8 @@ def phase_occupancy(
         )
 
     common = {"fraction": p, "boundary": boundary, "var": var}
-    if attrs.get("sampler") == "smc" and n_chains == 1:
-        se, n_eff, how = _smc_error(idata, ind[0], p, attrs)
-        return PhaseOccupancy(
-            table=table(np.array([n_eff])),
-            se=se,
-            verdict="independent draws",
-            reason=f"{n_draws} equally weighted SMC particles; {how}",
-            tau=n_draws / n_eff if n_eff > 0 else math.inf,
-            **common,
-        )
+    if attrs.get("sampler") == "smc":
+        return _smc_occupancy(idata, ind, frac, attrs, table, alpha, common)
     tau = _tau(ind)
     ess = n_draws / tau * np.ones(n_chains)
     if p in (0.0, 1.0):

@@ -28,7 +28,8 @@ standard deviations out). :func:`basin_evidence` therefore measures each basin o
    ended in the weak phase). When the reference is exact the increments are all 1 and SMC needs
    a single step; the number of tempering steps measures how far the basin is from Gaussian.
 
-Independent replicates (``replicates``, different seeds) give the Monte Carlo spread of log Z_smc.
+Independent replicates (``replicates``: the ``num_runs`` of one :func:`run_smc` call, vectorised)
+give the Monte Carlo spread of log Z_smc.
 
 References
 ----------
@@ -238,8 +239,10 @@ def basin_evidence(
     *model_args,
     start: dict,
     num_particles: int = 256,
-    num_mcmc_steps: int = 5,
+    num_mcmc_steps: int | None = None,
     replicates: int = 2,
+    max_mcmc_steps: int | None = None,
+    mixing_target: float | None = None,
     seed: int = 0,
     var: str | None = None,
     boundary: float | None = None,
@@ -256,10 +259,14 @@ def basin_evidence(
         ``network_model``).
     start : dict
         Constrained values of every latent site, inside the basin.
-    num_particles, num_mcmc_steps : int
-        Passed to :func:`run_smc` (HMC moves above 10 dimensions, RWM below).
+    num_particles : int
+        Particles per SMC run (HMC moves above 10 dimensions, RWM below).
+    num_mcmc_steps, max_mcmc_steps, mixing_target : optional
+        The adaptive moves of :func:`run_smc` (its defaults where None): at least
+        ``num_mcmc_steps`` and at most ``max_mcmc_steps`` moves per tempering step, until the
+        particles' correlation with their start falls below ``mixing_target``.
     replicates : int
-        Independent SMC runs (seeds ``seed``, ``seed + 1``, ...).
+        Independent SMC runs (``num_runs`` of one :func:`run_smc` call with ``seed``).
     var, boundary, side : optional
         A scalar site (latent or deterministic), the value that separates the phases, and the side
         of the basin ("above" or "below"). With them the basin *is* that side: the SMC target is
@@ -309,19 +316,27 @@ def basin_evidence(
     C = np.linalg.cholesky(Sigma)
     log_det_C = float(np.sum(np.log(np.diag(C))))
     wrapped = _whitened_model(U, phase_var, jnp.asarray(x), jnp.asarray(C), boundary, side)
-    log_Z, steps = [], []
-    for r in range(replicates):
-        idata = run_smc(
-            wrapped,
-            num_particles=num_particles,
-            num_mcmc_steps=num_mcmc_steps,
-            seed=seed + r,
-            batch_size=batch_size,
+    moves = {
+        name: v
+        for name, v in (
+            ("num_mcmc_steps", num_mcmc_steps),
+            ("max_mcmc_steps", max_mcmc_steps),
+            ("mixing_target", mixing_target),
         )
-        a = idata.posterior.attrs
-        log_Z.append(a["log_evidence"] + 0.5 * k * math.log(2 * math.pi) + log_det_C)
-        steps.append(a["num_tempering_steps"])
-    log_Z = np.asarray(log_Z, dtype=np.float64)
+        if v is not None
+    }
+    idata = run_smc(
+        wrapped,
+        num_particles=num_particles,
+        num_runs=replicates,
+        seed=seed,
+        batch_size=batch_size,
+        **moves,
+    )
+    a = idata.posterior.attrs
+    offset = 0.5 * k * math.log(2 * math.pi) + log_det_C
+    log_Z = np.atleast_1d(np.asarray(a["log_evidence_runs"], dtype=np.float64)) + offset
+    steps = np.atleast_1d(np.asarray(a["num_tempering_steps"]))
     mean = float(np.logaddexp.reduce(log_Z) - math.log(replicates))
     se = float(np.std(log_Z, ddof=1) / math.sqrt(replicates)) if replicates > 1 else math.nan
     return BasinEvidence(
@@ -331,7 +346,7 @@ def basin_evidence(
         log_Z_smc=log_Z,
         log_Z_smc_mean=mean,
         log_Z_smc_se=se,
-        num_tempering_steps=np.asarray(steps),
+        num_tempering_steps=steps,
         distance=float(distance),
         dim=int(k),
         converged=converged,

@@ -12,8 +12,12 @@ fewer sequences, which makes Level 1 (a 900-dimensional M) affordable. One neste
 3. Occupancy: NUTS at Level 1 with 2 + 2 chains from the uniform and the copy start; Adam members
    (2 + 2) at Level 0.
 
-Run: ``.venv/bin/python docs/scripts/coexistence.py [modes|smc|occupancy]...`` (all: ~40 min on
-two cores).
+0. ``level2``: the method check at Level 2 at the paper preset (``Hyper.paper()``, sigma2 = 30):
+   per-basin SMC evidences (3 runs x 500 particles) against the exact quadrature of ``modes``, at
+   the weight crossing and at P = 1200 x 30 / 131.8 (the P = 1200 of the earlier sigma2 = 131.8).
+
+Run: ``.venv/bin/python docs/scripts/coexistence.py [level2|modes|smc|occupancy]...`` (all but
+level2 by default; the SMC parts take tens of minutes on two cores).
 """
 
 import sys
@@ -41,6 +45,29 @@ pool = task.sample(jax.random.key(1), 60)
 draw = orthonormal_start(task, hyper, 32, 1)
 emb = (draw["W_emb"][0], draw["p"][0])
 parts = sys.argv[1:] or ["modes", "smc", "occupancy"]
+
+if "level2" in parts:
+    from bayes_attn.analysis.modes import weight_crossing
+
+    ptask, phyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    print(
+        "| P | log Z weak: SMC, exact | log Z strong: SMC, exact | Delta F: SMC, exact "
+        "| tempering steps (weak, strong) | time |"
+    )
+    for P in (weight_crossing(ptask, phyper).P_cross, 1200.0 * phyper.sigma2 / 131.8):
+        t = time.perf_counter()
+        ds = phase_free_energies(ptask, phyper, P, "reduced", num_particles=500, replicates=3)
+        m = modes(ptask, phyper, P, "softmax", include_logdet=True)
+        exact = dict(zip(map(str, m.phase.values), map(float, m.log_weight.values), strict=True))
+        w, s = ds.sel(phase="weak"), ds.sel(phase="strong")
+        print(
+            f"| {P:.2f} | {float(w.log_Z_smc):.3f} ± {float(w.log_Z_smc_se):.3f}, "
+            f"{exact['weak']:.3f} | {float(s.log_Z_smc):.3f} ± {float(s.log_Z_smc_se):.3f}, "
+            f"{exact['strong']:.3f} | {float(ds.delta_F):.3f} ± {float(ds.delta_F_se):.3f}, "
+            f"{float(m.delta_F):.3f} | {float(w.tempering_steps):.1f}, "
+            f"{float(s.tempering_steps):.1f} | {time.perf_counter() - t:.0f} s |",
+            flush=True,
+        )
 
 
 def level1_modes(P):
