@@ -17,7 +17,10 @@ fewer sequences, which makes Level 1 (a 900-dimensional M) affordable. One neste
    the weight crossing and at P = 1200 x 30 / 131.8 (the P = 1200 of the earlier sigma2 = 131.8).
 
 Run: ``.venv/bin/python docs/scripts/coexistence.py [level2|modes|smc|occupancy]...`` (all but
-level2 by default; the SMC parts take tens of minutes on two cores).
+level2 by default). ``level2`` takes under a minute; ``smc`` took 22 min in all with the earlier
+SMC defaults (4 fixed moves per step, target ESS 0.5) and would take hours on two shared cores at
+the current ones (moves until decorrelated, target ESS 0.9), so its table in docs/validation.md is
+from the earlier defaults.
 """
 
 import sys
