@@ -108,7 +108,7 @@ def posterior(quick: bool = False) -> dict:
         nuts=dict(
             num_chains=4, num_warmup=300 if quick else 1000, num_samples=300 if quick else 2000
         ),
-        smc=dict(num_particles=1000 if quick else 4000),
+        smc=dict(num_particles=250 if quick else 1000),  # per run; run_smc pools its 4 runs
     )
 
 
