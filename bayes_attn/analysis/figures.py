@@ -166,8 +166,10 @@ def _posterior(spec, ctx):
                 idata = fold_posterior(idata)
             az.to_netcdf(idata, ctx.out / f"posterior_{act}_{k}.nc")
             sd = theory.global_saddle(task, hyper, P, act)
-            refs[act].append(sd.cG if act == "linear" else sd.aG)
-            idatas[act].append((f"P = {P:.1f} ({boundary} x {factor:g})", idata))
+            refs[act].append(round(float(sd.cG if act == "linear" else sd.aG), 3))
+            where_ = plots.BOUNDARY_WORDS.get(boundary, boundary)
+            at = where_ if factor == 1 else f"{factor:g} × the {where_}"
+            idatas[act].append((f"P = {P:.1f} ({at})", idata))
     return plots.posteriors_across(idatas, ref_vals=refs)
 
 

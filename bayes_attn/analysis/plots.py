@@ -116,7 +116,7 @@ def attention_and_loss(protocol, theory_attention, curves, Ps=(20, 100, 300, 800
     return fig
 
 
-_BOUNDARY_WORDS = {
+BOUNDARY_WORDS = {
     "second_order": "second-order P*",
     "crossover": "crossover (steepest copy growth)",
     "first_order": "first-order P*",
@@ -198,7 +198,7 @@ def order_parameter_transition(
         for name, color, ls in lines:
             if name in diag:
                 ax.plot(
-                    diag[name], diag[axis], color=color, ls=ls, lw=1.2, label=_BOUNDARY_WORDS[name]
+                    diag[name], diag[axis], color=color, ls=ls, lw=1.2, label=BOUNDARY_WORDS[name]
                 )
         ax.set(
             xscale="log",
