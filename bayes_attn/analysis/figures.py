@@ -167,7 +167,7 @@ def _posterior(spec, ctx):
             az.to_netcdf(idata, ctx.out / f"posterior_{act}_{k}.nc")
             sd = theory.global_saddle(task, hyper, P, act)
             refs[act].append(round(float(sd.cG if act == "linear" else sd.aG), 3))
-            where_ = plots.BOUNDARY_WORDS.get(boundary, boundary)
+            where_ = plots.BOUNDARY_WORDS.get(boundary, boundary).split(" (")[0]
             at = where_ if factor == 1 else f"{factor:g} × the {where_}"
             idatas[act].append((f"P = {P:.1f} ({at})", idata))
     return plots.posteriors_across(idatas, ref_vals=refs)
