@@ -7,7 +7,7 @@ Each function takes ``quick`` and returns a plain dict:
   ``<out>/<name>.nc``; figures that name the same sweep share it (their configs must agree);
 - the theory grids and sampler settings the figure needs.
 
-Reproduce everything (its paper protocol at d_model = 256 took 21.6 min on a 2-core CPU)::
+Reproduce everything (about 15 min on the 2-core CPU at Table 1, docs/figures/paper)::
 
     bayes-attn figures --out figures/
 
