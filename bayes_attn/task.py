@@ -106,3 +106,12 @@ class Hyper:
     def replace(self, **changes) -> Hyper:
         """A copy with some scales changed."""
         return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, float]:
+        """``{"chi", "g_w", "g_o", "sigma2"}``: the scales, e.g. for a result's attrs."""
+        return dataclasses.asdict(self)
+
+
+def preset_attrs(task: CopyTask, hyper: Hyper) -> dict:
+    """The task and the scales as flat attrs (L, V, chi, g_w, g_o, sigma2) for a result file."""
+    return {"L": task.L, "V": task.V, **hyper.as_dict()}

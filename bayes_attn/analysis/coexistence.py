@@ -35,6 +35,7 @@ from bayes_attn._validation import check_int, check_tokens
 from bayes_attn.analysis.modes import _softmax_minima, _transition_of
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_boundary, phase_occupancy
 from bayes_attn.inference.basins import NoBasin, basin_evidence
+from bayes_attn.task import preset_attrs
 from bayes_attn.theory.action import scales
 
 __all__ = [
@@ -270,12 +271,7 @@ def phase_free_energies(
     ds.attrs.update(
         level=level,
         P=P,
-        L=task.L,
-        V=task.V,
-        chi=hyper.chi,
-        g_w=hyper.g_w,
-        g_o=hyper.g_o,
-        sigma2=hyper.sigma2,
+        **preset_attrs(task, hyper),
         boundary_aG=cut,
         dim=next((r.dim for r in rows.values() if r is not None), 0),  # 0: no evidence run
         num_particles=num_particles,

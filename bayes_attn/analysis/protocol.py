@@ -432,6 +432,6 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
         k: (str(v) if isinstance(v, tuple | bool) or v is None else v)
         for k, v in dataclasses.asdict(cfg).items()
     }
-    attrs.update(chi=hyper.chi, g_w=hyper.g_w, g_o=hyper.g_o, sigma2=hyper.sigma2)
+    attrs.update(hyper.as_dict())
     attrs["bayes_attn_version"] = bayes_attn.__version__
     return xr.Dataset(data, coords=coords, attrs=attrs), seconds

@@ -35,6 +35,7 @@ from bayes_attn.inference.sharding import (
     unpad_leading,
 )
 from bayes_attn.models.network import forward, init_params, loss_per_token, neg_log_posterior
+from bayes_attn.task import preset_attrs
 
 # --------------------------------------------------------------------------------------------------
 # Early stopping as an optax transformation
@@ -415,12 +416,7 @@ def train_adam(
         activation=activation,
         d_model=d_model,
         P=P,
-        L=task.L,
-        V=task.V,
-        chi=hyper.chi,
-        g_w=hyper.g_w,
-        g_o=hyper.g_o,
-        sigma2=hyper.sigma2,
+        **preset_attrs(task, hyper),
         lr=lr,
         warmup_steps=warmup_steps,
         warmup_init=warmup_init,

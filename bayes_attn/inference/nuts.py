@@ -36,7 +36,7 @@ def _describe(model, model_args, model_kwargs) -> dict:
     if task is not None:
         attrs.update(L=task.L, V=task.V)
     if hyper is not None:
-        attrs.update(chi=hyper.chi, g_w=hyper.g_w, g_o=hyper.g_o, sigma2=hyper.sigma2)
+        attrs.update(hyper.as_dict())
     act = [a for a in model_args if a in ("linear", "softmax")]
     if act:
         attrs["activation"] = act[0]

@@ -25,6 +25,7 @@ import xarray as xr
 
 import bayes_attn as ba
 from bayes_attn.analysis.coexistence import phase_starts
+from bayes_attn.task import preset_attrs
 from bayes_attn.theory import level1_map, phase_boundaries
 
 SEEDS = (0, 1, 2)
@@ -59,12 +60,7 @@ def main(argv=None):
             title="Level-1 softmax minima from a uniform and a copy start on nested datasets",
             script="docs/scripts/level1_transition.py",
             bayes_attn_version=ba.__version__,
-            L=task.L,
-            V=task.V,
-            chi=hyper.chi,
-            g_w=hyper.g_w,
-            g_o=hyper.g_o,
-            sigma2=hyper.sigma2,
+            **preset_attrs(task, hyper),
             include_logdet=0,
             pool_size=max(PS),
             level2_first_order=b.first_order,

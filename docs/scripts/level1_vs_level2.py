@@ -26,6 +26,7 @@ import bayes_attn as ba
 from bayes_attn import algebra
 from bayes_attn.analysis.coexistence import phase_starts
 from bayes_attn.analysis.protocol import PAPER_PS
+from bayes_attn.task import preset_attrs
 from bayes_attn.theory import global_saddle, level1_map
 
 SEEDS = (0, 1, 2)
@@ -77,12 +78,7 @@ def main(argv=None):
         title="Level-1 MAP on three datasets per P against the Level-2 saddle (Table 1)",
         script="docs/scripts/level1_vs_level2.py",
         bayes_attn_version=ba.__version__,
-        L=task.L,
-        V=task.V,
-        chi=hyper.chi,
-        g_w=hyper.g_w,
-        g_o=hyper.g_o,
-        sigma2=hyper.sigma2,
+        **preset_attrs(task, hyper),
         include_logdet=0,
         note="softmax c1/cG are (a1, aG); linear folded onto c1 + cG >= 0; start 'saddle' is linear only",
         wall_time_s=time.perf_counter() - t0,
