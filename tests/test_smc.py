@@ -134,21 +134,32 @@ def test_conjugate_gaussian_evidence_and_posterior(kernel):
     assert np.asarray(a["num_eve_lineages"]).shape == (RUNS,)
 
 
-def test_conjugate_gaussian_in_10_dimensions_at_the_defaults():
-    """y_ij = mu_j + e_ij (i < 5, j < 10), mu_j ~ N(0, 3^2), e ~ N(0, 1): per coordinate the five
-    observations are jointly N(0, 9 J + I), so log Z is a sum of ten 5-variate normal log densities.
-    RWM moves (10 dimensions)."""
-    D, n, tau = 10, 5, 3.0
+GAUSS10 = dict(D=10, n=5, tau=3.0)
+
+
+def gaussian10_model(y):
+    D, tau = GAUSS10["D"], GAUSS10["tau"]
+    mu = numpyro.sample("mu", dist.Normal(0.0, tau).expand((D,)).to_event(1))
+    numpyro.sample("y", dist.Normal(mu, 1.0).expand(y.shape).to_event(2), obs=y)
+
+
+def gaussian10_data():
+    """y_ij = mu_j + e_ij (i < 5, j < 10), mu_j ~ N(0, 3^2), e ~ N(0, 1), and its exact log Z: per
+    coordinate the five observations are jointly N(0, 9 J + I), so log Z is a sum of ten 5-variate
+    normal log densities."""
+    D, n, tau = GAUSS10["D"], GAUSS10["n"], GAUSS10["tau"]
     rng = np.random.default_rng(0)
     y = rng.normal(0.0, tau, D) + rng.normal(size=(n, D))
-
-    def model(y):
-        mu = numpyro.sample("mu", dist.Normal(0.0, tau).expand((D,)).to_event(1))
-        numpyro.sample("y", dist.Normal(mu, 1.0).expand(y.shape).to_event(2), obs=y)
-
     cov = tau**2 * np.ones((n, n)) + np.eye(n)
     exact = sum(stats.multivariate_normal(np.zeros(n), cov).logpdf(y[:, j]) for j in range(D))
-    idata = run_smc(model, jnp.asarray(y), seed=0)
+    return y, exact
+
+
+def test_conjugate_gaussian_in_10_dimensions_at_the_defaults():
+    """The model of :func:`gaussian10_data` with RWM moves (10 dimensions)."""
+    D, n, tau = GAUSS10["D"], GAUSS10["n"], GAUSS10["tau"]
+    y, exact = gaussian10_data()
+    idata = run_smc(gaussian10_model, jnp.asarray(y), seed=0)
     a = idata.posterior.attrs
     assert a["kernel"] == "rwm"
     _within(a, exact)

@@ -20,8 +20,6 @@ import warnings
 
 import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 from scipy import special, stats
 
 sys.path.insert(0, os.environ.get("TESTS", os.path.join(os.path.dirname(__file__), "../../tests")))
@@ -73,17 +71,8 @@ if {"g1rwm", "g1hmc"} & set(which):
 if "gamma" in which:
     run("gamma", T.gamma_kernel_model, (3.0,), math.log(special.gamma(3.0)))
 if "g10" in which:
-    D, n, tau = 10, 5, 3.0
-    rng = np.random.default_rng(0)
-    y = rng.normal(0.0, tau, D) + rng.normal(size=(n, D))
-
-    def model(y):
-        mu = numpyro.sample("mu", dist.Normal(0.0, tau).expand((D,)).to_event(1))
-        numpyro.sample("y", dist.Normal(mu, 1.0).expand(y.shape).to_event(2), obs=y)
-
-    cov = tau**2 * np.ones((n, n)) + np.eye(n)
-    exact = sum(stats.multivariate_normal(np.zeros(n), cov).logpdf(y[:, j]) for j in range(D))
-    run("gauss10", model, (jnp.asarray(y),), exact)
+    y, exact = T.gaussian10_data()
+    run("gauss10", T.gaussian10_model, (jnp.asarray(y),), exact)
 if "ar5" in which:
     X, y = T._ar5_data()
     run("ar5", T.regression_model, (jnp.asarray(X), jnp.asarray(y)), T._regression_log_z(X, y))
