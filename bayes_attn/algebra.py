@@ -44,12 +44,17 @@ def one_hot(tokens, V: int) -> jax.Array:
     ``tokens`` are integers (..., L) in [0, V); a ``ValueError`` names them otherwise (under
     ``jit`` only their rank and dtype are checked).
     """
-    return jax.nn.one_hot(_tokens(tokens, V), V, dtype=jnp.result_type(float))
+    return _one_hot(_tokens(tokens, V), V)
+
+
+def _one_hot(t, V: int) -> jax.Array:
+    """:func:`one_hot` of tokens already checked."""
+    return jax.nn.one_hot(t, V, dtype=jnp.result_type(float))
 
 
 def targets(tokens, V: int) -> jax.Array:
     """Targets y[a] = x[a-1 mod L], shape (..., L, V)."""
-    return one_hot(jnp.roll(_tokens(tokens, V), 1, axis=-1), V)
+    return _one_hot(jnp.roll(_tokens(tokens, V), 1, axis=-1), V)
 
 
 def features(tokens, V: int) -> jax.Array:
@@ -91,7 +96,11 @@ def attention(K, activation: str) -> jax.Array:
 
 def symbols(tokens, V: int) -> jax.Array:
     """Index of each (token, position) pair, a * V + t[a], in the frame of :func:`feature_frame`."""
-    t = _tokens(tokens, V)
+    return _symbols(_tokens(tokens, V), V)
+
+
+def _symbols(t, V: int) -> jax.Array:
+    """:func:`symbols` of tokens already checked."""
     return jnp.arange(t.shape[-1]) * V + t
 
 
@@ -110,7 +119,7 @@ def logits_from_M(M, tokens, V: int) -> jax.Array:
         )
     X = jnp.asarray(feature_frame(L, V), dtype=M.dtype)
     T = X.T @ M @ X
-    s = symbols(tokens, V)
+    s = _symbols(tokens, V)  # checked above
     return T[s[..., :, None], s[..., None, :]]
 
 
