@@ -23,7 +23,7 @@ import xarray as xr
 import bayes_attn
 from bayes_attn import algebra, theory
 from bayes_attn.analysis import plots
-from bayes_attn.analysis.sweep import SweepConfig, _known_options, run_sweep
+from bayes_attn.analysis.sweep import SweepConfig, run_sweep
 from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ def _transition(spec, ctx):
     cfg = spec["sweeps"]["protocol"]
     proto = _one_point(ctx.sweep("protocol", cfg))
     grid = spec["theory"]
-    opts = {**_known_options(cfg.kind), **cfg.options}
+    opts = cfg.options  # SweepConfig has filled in every default
     return plots.order_parameter_transition(
         proto,
         ctx.theory("curve", act, grid),
