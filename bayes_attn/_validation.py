@@ -45,6 +45,8 @@ def check_positive_array(name: str, value) -> np.ndarray:
 
 
 ACTIVATIONS = ("linear", "softmax")
+#: the CLI's names of the three levels (public home: :mod:`bayes_attn.models.levels`)
+LEVELS = ("reduced", "kernel", "network")
 
 
 def check_activation(activation: str) -> str:

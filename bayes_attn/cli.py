@@ -21,9 +21,10 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from bayes_attn._validation import ACTIVATIONS, LEVELS  # light: no models are loaded
+
 log = logging.getLogger("bayes_attn")
 
-ACTIVATIONS = ("linear", "softmax")
 _ORDER_PARAMETERS = ("c1", "cG", "a1", "aG")
 
 
@@ -119,6 +120,23 @@ def _verbosity_callback(ctx, param, value):
 
 _QUIET_HELP = "no progress bars; only warnings on stderr"
 _VERBOSE_HELP = "debug messages on stderr"
+
+
+_FOLD_HELP = (
+    "linear attention: summarise the draws folded onto one Z2 image, c1 + cG >= 0 (the images "
+    "(c1, cG) and (-c1, -cG) have equal mass); without it the raw table comes first and the "
+    "folded one beside it when chains sit in both images"
+)
+
+
+def _fold_option(f):
+    return click.option("--fold", is_flag=True, help=_FOLD_HELP)(f)
+
+
+def _fold_posterior(idata):
+    from bayes_attn.analysis.diagnostics import fold_posterior
+
+    return fold_posterior(idata)
 
 
 def _verbosity_options(f):
@@ -330,7 +348,7 @@ def _json_default(x):
 @_preset_options
 @click.option(
     "--level",
-    type=click.Choice(("reduced", "kernel", "network")),
+    type=click.Choice(LEVELS),
     default="reduced",
     help="order parameters (Level 2), kernel limit (Level 1) or the finite network (Level 0)",
 )
@@ -369,6 +387,7 @@ def _json_default(x):
 )
 @click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
 @_out_option("posterior.nc", help="InferenceData NetCDF file (its folder must exist)")
+@_fold_option
 @_verbosity_options
 @click.pass_context
 def sample(
@@ -392,6 +411,7 @@ def sample(
     particles,
     seed,
     out,
+    fold,
 ):
     """Sample a posterior with NUTS, SGLD or tempered SMC; write NetCDF and print diagnostics."""
     from bayes_attn._validation import check_positive
@@ -446,7 +466,7 @@ def sample(
     az.to_netcdf(idata, out)
     log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
     names = [q for q in _ORDER_PARAMETERS if q in idata.posterior]
-    click.echo(diagnose(idata, var_names=names or None))
+    click.echo(diagnose(idata, var_names=names or None, fold=fold))
     if "log_evidence" in idata.posterior.attrs:
         click.echo(f"log evidence: {idata.posterior.attrs['log_evidence']:.4f}")
 
@@ -774,8 +794,9 @@ def figures(ctx, out, quick, only, configs):
     show_default="the order parameters in the file",
     help="a posterior variable to diagnose (repeatable)",
 )
+@_fold_option
 @_verbosity_options
-def diagnose(path, plots, var_names):
+def diagnose(path, plots, var_names, fold):
     """Read a NetCDF result (posterior, Adam ensemble or sweep); print its table and plot it."""
     import arviz as az
     import matplotlib
@@ -786,6 +807,8 @@ def diagnose(path, plots, var_names):
     import xarray as xr
 
     from bayes_attn.analysis import diagnose as diag
+    from bayes_attn.analysis import plots as plot
+    from bayes_attn.inference.record import header
 
     path = Path(path)
     folder = Path(plots) if plots else path.parent
@@ -804,15 +827,19 @@ def diagnose(path, plots, var_names):
                 param_hint="--var",
             )
         names = list(var_names) or [q for q in _ORDER_PARAMETERS if q in idata.posterior] or None
-        d = diag(idata, var_names=names)
+        d = diag(idata, var_names=names, fold=fold)
         click.echo(d)
         names = names or list(d.table.index)
-        axes = az.plot_trace(idata, var_names=names)
+        shown = _fold_posterior(idata) if fold else idata
+        fig = plot.trace(shown, names)
         trace = folder / f"{path.stem}_trace.png"
-        axes.ravel()[0].figure.savefig(trace, dpi=90)
-        axes = az.plot_posterior(idata, var_names=names)
+        fig.savefig(trace, dpi=90)
+        axes = az.plot_posterior(shown, var_names=names)
         post = folder / f"{path.stem}_posterior.png"
-        np.atleast_1d(axes).ravel()[0].figure.savefig(post, dpi=90)
+        fig = np.atleast_1d(axes).ravel()[0].figure
+        fig.suptitle(plot.run_title(idata.posterior.attrs))
+        fig.tight_layout()
+        fig.savefig(post, dpi=90)
         plt.close("all")
         click.echo(f"plots: {trace}, {post}")
         return
@@ -822,6 +849,7 @@ def diagnose(path, plots, var_names):
         from bayes_attn.analysis.sweep import load_sweep
 
         ds = load_sweep(path)
+        click.echo(header(ds.attrs))
         click.echo(
             f"{ds.attrs.get('kind', '?')} sweep: {int(ds['done'].sum())} of {ds['done'].size} points done"
         )
@@ -834,14 +862,19 @@ def diagnose(path, plots, var_names):
         click.echo(
             table.to_dataframe().dropna(how="all").to_string(float_format=lambda x: f"{x:.4g}")
         )
+        if ds["done"].any():
+            fig = plot.sweep_curves(ds)
+            out = folder / f"{path.stem}_curves.png"
+            fig.savefig(out, dpi=90)
+            plt.close(fig)
+            click.echo(f"plot: {out}")
         return
     if ds.attrs.get("trainer") == "adam":
         from bayes_attn.inference import ensemble_summary
 
+        click.echo(header(ds.attrs))
         click.echo(ensemble_summary(ds).to_dataframe().T.to_string())
-        fig, ax = plt.subplots(figsize=(5, 3.2), constrained_layout=True)
-        ds.train_loss.plot.line(x="step", ax=ax, add_legend=False)
-        ax.set(yscale="log", title="train loss per member")
+        fig = plot.adam_loss(ds)
         out = folder / f"{path.stem}_loss.png"
         fig.savefig(out, dpi=90)
         plt.close(fig)

@@ -60,7 +60,7 @@ def main():
         d = diagnose(idata)
         print(
             f"P = {P:6.1f}: c1 = {folded[0].mean():.4f} +- {folded[0].std():.4f} "
-            f"(saddle {sd.c1:.4f}); {'chains agree' if d.ok else d.warnings[0]}"
+            f"(saddle {sd.c1:.4f}); {d.warnings[0] if d.warnings else d.z2 or 'chains agree'}"
         )
 
     below, above = min(Ps), max(Ps)

@@ -2,6 +2,7 @@
 line on stderr with exit status 2. Commands run in-process through ``main(argv)``."""
 
 import json
+import re
 import logging
 import shutil
 import subprocess
@@ -101,6 +102,45 @@ def test_train_sweep_and_diagnose(capsys, tmp_path):
     cfg.write_text('[sweep]\nkind = "theory"\nP = [50.0]\nactivation = ["softmax"]\n')
     code, out, _ = run(capsys, "sweep", "--config", cfg, "--out", tmp_path / "toml.nc")
     assert code == 0 and "1 of 1 points done" in out
+
+
+def test_fold_and_the_plots_diagnose_promises(capsys, tmp_path):
+    """--fold in sample and diagnose; a sweep file gets its curves; a one-record Adam history
+    still draws its points; the trace plot has a title with the run and labelled axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bayes_attn.analysis import plots
+
+    post = tmp_path / "post.nc"
+    argv = ["sample", "--P", "100", "--chains", "2", "--warmup", "100", "--samples", "100"]
+    code, out, _ = run(capsys, *argv, "--fold", "--out", post)
+    assert code == 0 and "folded onto one Z2 image, c1 + cG >= 0" in out
+    assert out.splitlines()[0].startswith("nuts, level reduced, linear, P=100")
+    code, out, _ = run(capsys, "diagnose", post, "--fold")
+    assert code == 0 and "folded onto one Z2 image" in out
+    fig = plots.trace(az.from_netcdf(post), ["c1", "cG"])
+    assert fig._suptitle.get_text() == "nuts, linear, level reduced, P = 100"
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
+
+    adam = tmp_path / "adam.nc"
+    argv = ["train", "--L", "6", "--V", "3", "--P", "20", "--d-model", "8", "--members", "2"]
+    code, _, _ = run(capsys, *argv, "--max-steps", "50", "--out", adam)
+    ds = xr.open_dataset(adam, engine="h5netcdf")
+    assert code == 0 and ds.sizes["step"] == 1  # one record: a line would draw nothing
+    lines = plots.adam_loss(ds).axes[0].get_lines()
+    assert len(lines) == 2 and all(ln.get_marker() == "o" for ln in lines)
+
+    sweep = tmp_path / "sweep.nc"
+    argv = ["sweep", "--kind", "theory", "--P", "50,400", "--out", sweep]
+    assert run(capsys, *argv)[0] == 0
+    code, out, _ = run(capsys, "diagnose", sweep, "--plots", tmp_path / "p")
+    assert code == 0 and (tmp_path / "p" / "sweep_curves.png").stat().st_size > 10_000
+    assert out.splitlines()[0].startswith("none (theory), level reduced")
+    fig = plots.sweep_curves(xr.open_dataset(sweep, engine="h5netcdf"))
+    labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().texts]
+    words = [re.sub(r"\$[^$]*\$", "", t) for t in labels]  # mathtext such as $\hat c_G$ aside
+    assert labels and not any("_" in t for t in words), labels  # words, not code names
 
 
 def test_figures_builds_every_file(capsys, tmp_path):
@@ -422,3 +462,13 @@ def test_theory_shows_only_the_boundaries_of_its_activation(capsys, activation, 
     assert {s["activation"] for s in report["saddles"]} == {activation}
     code, out, _ = run(capsys, "theory", "--P", "50", "--json")
     assert set(json.loads(out)["boundaries"]) == LINEAR_BOUNDARIES | {"first_order", "spinodals"}
+
+
+def test_smc_step_lines_go_to_stderr(capsys, tmp_path):
+    argv = ["sample", "--sampler", "smc", "--activation", "softmax", "--P", "276"]
+    code = main([*argv, "--particles", "100", "--out", str(tmp_path / "s.nc")])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "smc step 1:" in err and "run_smc:" in err and "ms per gradient" in err
+    assert "smc step" not in out and "run_smc:" not in out
+    assert out.splitlines()[0].startswith("smc, level reduced, softmax, P=276")

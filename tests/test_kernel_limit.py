@@ -36,7 +36,7 @@ def test_kernel_limit_model_sites_dims_and_density():
     assert list(post.row.values[:3]) == ["x0", "x1", "p0"]
     assert {"a1", "aG", "token_residual"} <= set(post.data_vars)
     np.testing.assert_array_equal(idata.observed_data["tokens"].values, np.asarray(tok))
-    assert idata.posterior.attrs["level"] == "kernel_limit"
+    assert idata.posterior.attrs["level"] == "kernel"
     # the model's log density is -chi * (Level-1 action with log-determinant), up to a constant
     from numpyro.infer.util import log_density
 

@@ -235,7 +235,7 @@ def test_reduced_posterior_matches_nuts(paper):
                 n.loc[v],
             )
     assert {"potential_energy", "grad_norm", "step_size"} <= set(sgld.sample_stats.data_vars)
-    assert sgld.posterior.attrs["level"] == "order_parameters"
+    assert sgld.posterior.attrs["level"] == "reduced"
 
 
 @pytest.mark.slow

@@ -482,7 +482,7 @@ def test_smc_inference_data_round_trips(preset, tmp_path):
     assert idata.posterior.sizes == {"chain": RUNS, "draw": N}
     assert "lp" in idata.sample_stats
     a = idata.posterior.attrs
-    assert a["level"] == "order_parameters" and a["P"] == 275.6 and a["L"] == 25
+    assert a["level"] == "reduced" and a["P"] == 275.6 and a["L"] == 25
     path = tmp_path / "smc.nc"
     idata.to_netcdf(path)
     back = az.from_netcdf(path)

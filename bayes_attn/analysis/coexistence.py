@@ -35,6 +35,8 @@ from bayes_attn._validation import check_int, check_tokens
 from bayes_attn.analysis.modes import _softmax_minima, _transition_of
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_boundary, phase_occupancy
 from bayes_attn.inference.basins import NoBasin, basin_evidence
+from bayes_attn.models.levels import LEVELS
+from bayes_attn.progress import announce, say, seconds_per_gradient
 from bayes_attn.task import preset_attrs
 from bayes_attn.theory.action import scales
 
@@ -47,7 +49,6 @@ __all__ = [
     "start_occupancy",
 ]
 
-LEVELS = ("reduced", "kernel", "network")
 PHASES = ("weak", "strong")
 
 
@@ -185,6 +186,7 @@ def phase_free_energies(
     num_mcmc_steps: int | None = None,
     replicates: int = 2,
     seed: int = 0,
+    progress: bool = True,
     **smc_kwargs,
 ) -> xr.Dataset:
     """The evidence of each softmax phase at one level, and Delta F beside Level 2's.
@@ -199,6 +201,10 @@ def phase_free_energies(
         independent runs of ``num_particles``; ``num_mcmc_steps``: the minimum number of moves
         per tempering step, None for :func:`~bayes_attn.inference.run_smc`'s default;
         ``smc_kwargs``: ``max_mcmc_steps``, ``mixing_target``).
+    progress : bool
+        Say each stage on stderr before it starts, with the cost of a tempering step, and log
+        every tempering step (:mod:`bayes_attn.progress`). At Level 1 and the network a basin
+        takes minutes to hours on a laptop CPU (docs/validation.md).
 
     Returns
     -------
@@ -219,12 +225,14 @@ def phase_free_energies(
     replicates = check_int("replicates", replicates, 1)
     P = _size(tokens, level)
     model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings)
+    say("phase_free_energies: the %s modes from both starts at P = %g", level, P, enabled=progress)
     found, cut = level_modes(task, hyper, tokens, level, embeddings=embeddings, d_model=d_model)
     rows, aG = {}, {}
     for phase in PHASES:
         if not math.isfinite(cut):  # one phase: report the mode, no evidence to compare
             rows[phase], aG[phase] = None, found[phase]["aG"]
             continue
+        say("phase_free_energies: SMC evidence of the %s basin", phase, enabled=progress)
         try:
             b = basin_evidence(
                 model,
@@ -238,6 +246,7 @@ def phase_free_energies(
                 var="aG",
                 boundary=cut,
                 side="above" if phase == "strong" else "below",
+                progress_bar=progress,
                 **kwargs,
             )
         except NoBasin as err:  # this start fell into the other phase: one phase at this level
@@ -294,6 +303,7 @@ def start_occupancy(
     num_samples: int = 200,
     seed: int = 0,
     progress_bar: bool = False,
+    progress: bool = True,
 ) -> tuple[PhaseOccupancy, object]:
     """NUTS with half the chains from the uniform start and half from the copy start.
 
@@ -303,6 +313,10 @@ def start_occupancy(
     :func:`level_modes`; the Level-2 one where only one mode was found), and the draws. Where both basins are deep, chains stay where they start and the verdict is
     "not mixing"; a chain started in a shallow basin may leave it in warm-up (measured at
     Level 1 near a spinodal, docs/validation.md).
+
+    ``progress`` says each stage on stderr before it starts, the NUTS run with its cost
+    estimated from one timed gradient (:mod:`bayes_attn.progress`); ``progress_bar`` is NUTS's
+    own bar. At Level 1 with P = 42 and 4 chains of 100 + 100 draws it takes minutes.
     """
     from bayes_attn.inference import run_nuts
 
@@ -310,6 +324,7 @@ def start_occupancy(
     num_chains = check_int("num_chains", num_chains, 2)
     P = _size(tokens, level)
     model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings)
+    say("start_occupancy: the %s modes from both starts at P = %g", level, P, enabled=progress)
     found, cut = level_modes(task, hyper, tokens, level, embeddings=embeddings, d_model=d_model)
     starts = {phase: found[phase]["start"] for phase in PHASES}
     if not math.isfinite(cut):
@@ -322,6 +337,14 @@ def start_occupancy(
         )
         for name in starts["weak"]
     }
+    if progress:
+        draws = num_chains * (num_warmup + num_samples)
+        announce(
+            f"start_occupancy: NUTS, {num_chains} chains x ({num_warmup} warm-up + {num_samples}) "
+            "draws, 8 to 1023 gradients per draw",
+            (8 * draws, 1023 * draws),
+            seconds_per_gradient(model, args, kwargs),
+        )
     idata = run_nuts(
         model,
         *args,

@@ -11,6 +11,7 @@ surviving initial lineages and the tempering steps, with the sampler's own warni
 from __future__ import annotations
 
 import dataclasses
+import warnings as _warnings
 
 import arviz as az
 import numpy as np
@@ -18,6 +19,7 @@ import pandas as pd
 
 from bayes_attn.algebra import fold_sign
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
+from bayes_attn.inference.record import header
 from bayes_attn.inference.smc import smc_problems
 
 
@@ -42,7 +44,16 @@ class Diagnosis:
     smc : dict or None
         For SMC results (:func:`smc_summary`): ``log_evidence``, ``log_evidence_se`` and ``runs``,
         a table with one row per run (``log_evidence``, ``genealogy_se``, ``tempering_steps``,
-        ``eve_lineages``, ``particle_ess``, ``moves_per_step``).
+        ``eve_lineages``, ``particle_ess``, ``moves_per_step``). SMC tables have no ``r_hat``:
+        the runs are independent, and their agreement is judged from the evidence instead.
+    header : str
+        The run's provenance in one line (:func:`bayes_attn.inference.record.header`).
+    folded : pandas.DataFrame or None
+        Linear posteriors with ``c1`` and ``cG``: the same table for the draws folded onto one Z2
+        image (:func:`fold_posterior`). With ``fold=True`` it is also ``table``.
+    z2 : str or None
+        When chains sit in the two Z2 images (c1, cG) -> (-c1, -cG) and agree once folded: which
+        chains are in which image. This is expected above the linear P*, not a problem.
     """
 
     table: pd.DataFrame
@@ -51,14 +62,25 @@ class Diagnosis:
     warnings: list
     phases: PhaseOccupancy | None = None
     smc: dict | None = None
+    header: str = ""
+    folded: pd.DataFrame | None = None
+    z2: str | None = None
+    fold: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.warnings
 
     def __str__(self) -> str:
+        text = f"{self.header}\n" if self.header else ""
         with pd.option_context("display.width", 160, "display.max_columns", 30):
-            text = self.table.round(4).to_string()
+            if self.fold and self.folded is not None:
+                text += "folded onto one Z2 image, c1 + cG >= 0:\n"
+            text += self.table.round(4).to_string()
+            if self.z2 is not None and self.fold:
+                text += f"\n\n{self.z2}"
+            elif self.z2 is not None:
+                text += f"\n\n{self.z2}; folded summary:\n{self.folded.round(4).to_string()}"
         text += f"\n\ndivergences: {self.divergences}\n"
         if self.smc is not None:
             text += _smc_text(self.smc)
@@ -66,6 +88,10 @@ class Diagnosis:
             text += f"{self.phases}\n"
         if self.warnings:
             text += "\n".join(f"WARNING: {w}" for w in self.warnings)
+        elif self.smc is not None:
+            text += "no problems found (enough surviving lineages, runs agree within their errors)"
+        elif self.z2 is not None or (self.fold and self.folded is not None):
+            text += "no problems found (folded: R-hat <= 1.01, chains agree; no divergences)"
         else:
             text += "no problems found (R-hat <= 1.01, chains agree, no divergences)"
         return text
@@ -148,39 +174,96 @@ def fold_posterior(idata):
     return out
 
 
-def diagnose(idata, var_names=None, *, rhat_max: float = 1.01, z: float = 5.0) -> Diagnosis:
+def _chain_table(idata, var_names, z, smc):
+    """(summary table with per-chain means, {var: chain groups}) of the scalar ``var_names``."""
+    post = idata.posterior
+    cols = ["mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail"] + (
+        [] if smc else ["r_hat"]
+    )
+    with _warnings.catch_warnings():
+        if smc:  # one run is one chain: ArviZ's shape check does not apply to particles
+            _warnings.filterwarnings("ignore", message="Shape validation failed")
+        summary = az.summary(idata, var_names=var_names, kind="all", round_to="none")
+        table = summary[cols].copy()
+        groups = {}
+        n_chains = post.sizes["chain"]
+        for v in var_names:
+            x = np.asarray(post[v].transpose("chain", "draw"))
+            means = x.mean(axis=1)
+            ses = np.array([float(az.mcse(x[c][None, :])) for c in range(n_chains)])
+            for c in range(n_chains):
+                table.loc[v, f"chain_{c}"] = means[c]
+            if n_chains > 1:
+                g = _chain_groups(means, np.maximum(ses, 1e-300), z)
+                if len(g) > 1:
+                    groups[v] = [(sorted(grp), float(means[grp].mean())) for grp in g]
+    return table, groups
+
+
+def _disagree_text(v, groups, label):
+    where = "; ".join(
+        f"chain{'s' if len(c) > 1 else ''} {', '.join(map(str, c))} at {v} ~ {m:.4g}"
+        for c, m in groups
+    )
+    return f"{v}: {label} ({len(groups)} groups): {where}"
+
+
+def _z2_images(idata) -> str:
+    """Which chains sit in which Z2 image, from the sign of their mean c1 + cG."""
+    post = idata.posterior
+    s = np.asarray((post["c1"] + post["cG"]).mean("draw"))
+    plus = [int(c) for c in np.flatnonzero(s >= 0)]
+    minus = [int(c) for c in np.flatnonzero(s < 0)]
+    return (
+        "the two Z2 images (c1, cG) -> (-c1, -cG): chains "
+        f"{', '.join(map(str, plus))} at c1 + cG > 0, chains {', '.join(map(str, minus))} at "
+        "c1 + cG < 0 (expected for linear attention above P*: the two images have equal mass)"
+    )
+
+
+def diagnose(
+    idata, var_names=None, *, rhat_max: float = 1.01, z: float = 5.0, fold: bool = False
+) -> Diagnosis:
     """A compact diagnostic table for the scalar variables of ``idata.posterior``.
 
     Chains are flagged when R-hat exceeds ``rhat_max`` or when their means split into groups that differ
     by more than ``z`` combined per-chain Monte Carlo standard errors; each group is reported with its
     chains and where it sits.
+
+    Linear posteriors (``c1`` and ``cG``) are also summarised folded onto one Z2 image. Chains that
+    disagree only by the symmetry are reported in words (``Diagnosis.z2``), not as a problem; chains
+    that still disagree once folded are flagged. ``fold=True`` makes the folded table the main one.
+
+    SMC results (``attrs["sampler"] == "smc"``; one chain per independent run) get no R-hat: the
+    evidence with its error, the particle ESS, the lineages and the tempering steps per run come
+    instead (:func:`smc_summary`), with the phase fractions for softmax.
     """
     post = idata.posterior
     if var_names is None:
         var_names = [v for v in post.data_vars if set(post[v].dims) == {"chain", "draw"}]
     if not var_names:
         raise ValueError("no scalar variables to diagnose; pass var_names")
-    summary = az.summary(idata, var_names=var_names, kind="all", round_to="none")
-    n_chains = post.sizes["chain"]
-    table = summary[["mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat"]].copy()
-    warnings, groups = [], {}
+    is_smc = post.attrs.get("sampler") == "smc"
+    table, groups = _chain_table(idata, var_names, z, is_smc)
+    folded, folded_groups, z2 = None, {}, None
+    if "c1" in post and "cG" in post and {"c1", "cG"} & set(var_names):
+        folded, folded_groups = _chain_table(fold_posterior(idata), var_names, z, is_smc)
+        linear = [v for v in ("c1", "cG") if v in var_names]
+        if any(v in groups for v in linear) and not any(v in folded_groups for v in linear):
+            z2 = _z2_images(idata)
+    warnings = []
+    folded_check = folded is not None and (z2 is not None or fold)
+    checked, checked_groups = (folded, folded_groups) if folded_check else (table, groups)
+    if folded_check and fold:
+        table = folded
     for v in var_names:
-        x = np.asarray(post[v].transpose("chain", "draw"))
-        means = x.mean(axis=1)
-        ses = np.array([float(az.mcse(x[c][None, :])) for c in range(n_chains)])
-        for c in range(n_chains):
-            table.loc[v, f"chain_{c}"] = means[c]
-        if n_chains > 1:
-            g = _chain_groups(means, np.maximum(ses, 1e-300), z)
-            if len(g) > 1:
-                groups[v] = [(sorted(grp), float(means[grp].mean())) for grp in g]
-                where = "; ".join(
-                    f"chain{'s' if len(c) > 1 else ''} {', '.join(map(str, c))} at {v} ~ {m:.4g}"
-                    for c, m in groups[v]
-                )
-                warnings.append(f"{v}: chains disagree ({len(g)} groups): {where}")
-            rhat = float(table.loc[v, "r_hat"])
-            if rhat > rhat_max and v not in groups:
+        if v in checked_groups:
+            beyond = folded is not None and v in folded_groups and v in ("c1", "cG")
+            label = "chains disagree beyond the Z2 symmetry" if beyond else "chains disagree"
+            warnings.append(_disagree_text(v, checked_groups[v], label))
+        elif not is_smc and post.sizes["chain"] > 1:
+            rhat = float(checked.loc[v, "r_hat"])
+            if rhat > rhat_max:
                 warnings.append(f"{v}: R-hat {rhat:.3f} > {rhat_max} (chains have not mixed)")
     div = 0
     if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
@@ -196,9 +279,18 @@ def diagnose(idata, var_names=None, *, rhat_max: float = 1.01, z: float = 5.0) -
         if phases is not None and not phases.ok:
             warnings.append(f"phases: {phases.reason}")
     smc = None
-    if post.attrs.get("sampler") == "smc" and "log_evidence" in post.attrs:
+    if is_smc and "log_evidence" in post.attrs:
         smc = smc_summary(post.attrs)
         warnings.extend(f"smc: {p}" for p in smc_problems(post.attrs))
     return Diagnosis(
-        table=table, divergences=div, groups=groups, warnings=warnings, phases=phases, smc=smc
+        table=table,
+        divergences=div,
+        groups=checked_groups,
+        warnings=warnings,
+        phases=phases,
+        smc=smc,
+        header=header(post.attrs),
+        folded=folded,
+        z2=z2,
+        fold=fold,
     )

@@ -295,7 +295,7 @@ def theory_sweep(task, hyper, Ps, activation: str = "softmax", *, steps: int = 2
         coords={"direction": ["up", "down"], "P": Ps, "member": [0]},
         attrs={
             "activation": activation,
-            "level": "order_parameters",
+            "level": "reduced",
             "L": task.L,
             "V": task.V,
             "order_parameter": names[1],

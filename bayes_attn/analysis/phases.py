@@ -92,7 +92,7 @@ class PhaseOccupancy:
     ----------
     table : pandas.DataFrame
         One row per chain: ``n_draws``, ``n_strong``, ``strong_fraction``, ``n_switches`` (phase
-        changes between consecutive draws; meaningless for SMC particles) and ``ess`` (effective
+        changes between consecutive draws; left out for SMC particles, which have no order) and ``ess`` (effective
         draws of the phase indicator: ``n_draws / tau``, or ``p (1 - p) / se^2`` for SMC).
     fraction : float
         Pooled fraction of draws in the strong phase.
@@ -165,8 +165,10 @@ def _rebuild(idata, P=None, task=None, hyper=None):
             P = float(idata.observed_data["tokens"].shape[0])
         else:
             raise ValueError("P: not in idata.attrs and no observed tokens; pass P")
-    kwargs = json.loads(attrs.get("model_kwargs", "{}"))
-    include_logdet = kwargs.get("include_logdet", "False") == "True"
+    if "include_logdet" in attrs:
+        include_logdet = bool(int(attrs["include_logdet"]))
+    else:  # files written before the run record kept the model options as repr-JSON
+        include_logdet = json.loads(attrs.get("model_kwargs", "{}")).get("include_logdet") == "True"
     return task, hyper, float(P), include_logdet
 
 
@@ -365,16 +367,11 @@ def phase_occupancy(
     attrs = dict(idata.posterior.attrs)
 
     def table(ess):
-        return pd.DataFrame(
-            {
-                "n_draws": n_draws,
-                "n_strong": n_strong,
-                "strong_fraction": frac,
-                "n_switches": switches,
-                "ess": ess,
-            },
-            index=pd.Index(range(n_chains), name="chain"),
-        )
+        cols = {"n_draws": n_draws, "n_strong": n_strong, "strong_fraction": frac}
+        if attrs.get("sampler") != "smc":  # independent particles have no order to switch in
+            cols["n_switches"] = switches
+        cols["ess"] = ess
+        return pd.DataFrame(cols, index=pd.Index(range(n_chains), name="chain"))
 
     common = {"fraction": p, "boundary": boundary, "var": var}
     if attrs.get("sampler") == "smc":

@@ -10,6 +10,8 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
+from bayes_attn.models.levels import level_name
+
 
 def _vline(ax, x, **kw):
     if x is not None and math.isfinite(x):
@@ -374,7 +376,7 @@ def hysteresis_loop(ds, boundaries, theory=None, jumps=None, label=None, ax=None
     name = ds.attrs.get("order_parameter", "qG")
     ylabel = {"aG": r"$\hat a_G$", "cG": r"$\hat c_G$"}.get(name, name)
     if label is None:
-        label = "Level 2" if ds.attrs.get("level") == "order_parameters" else "network"
+        label = "Level 2" if level_name(ds.attrs.get("level", "")) == "reduced" else "network"
     styles = {"up": ("C0", "o", "sweep up"), "down": ("C3", "s", "sweep down")}
     for direction, (color, marker, text) in styles.items():
         q = ds.qG.sel(direction=direction)
@@ -488,4 +490,135 @@ def precursors(ds_linear, ds_softmax, boundaries, scaled: bool = True):
             ax.set_ylim(vals.min() / 2, vals.max() * 5)
     for ax in axes:
         ax.legend(fontsize=7)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# The plots of ``bayes-attn diagnose``
+
+
+def run_title(attrs) -> str:
+    """ "softmax, level reduced, P = 276" from a result's attrs (what is there of it)."""
+    parts = [str(attrs[k]) for k in ("sampler", "trainer") if k in attrs][:1]
+    if "activation" in attrs:
+        parts.append(str(attrs["activation"]))
+    if "level" in attrs:
+        parts.append(f"level {level_name(str(attrs['level']))}")
+    for key in ("P", "d_model"):
+        if key in attrs:
+            parts.append(f"{'d' if key == 'd_model' else key} = {np.asarray(attrs[key]).item():g}")
+    return ", ".join(parts)
+
+
+def _label(name: str) -> str:
+    return _LATEX.get(name, name)
+
+
+def trace(idata, var_names):
+    """``az.plot_trace`` with the run in the title and every axis labelled."""
+    import arviz as az
+
+    n = len(var_names)
+    axes = az.plot_trace(
+        idata,
+        var_names=var_names,
+        figsize=(9, 2.3 * n + 0.6),
+        backend_kwargs={"layout": "constrained"},
+        compact=True,
+    )
+    axes = np.atleast_2d(axes)
+    for row, var in zip(axes, var_names, strict=False):
+        row[0].set(xlabel=_label(var), ylabel="density", title=f"{_label(var)}: posterior")
+        row[1].set(xlabel="draw", ylabel=_label(var), title=f"{_label(var)}: trace per chain")
+    fig = axes[0, 0].figure
+    fig.suptitle(run_title(idata.posterior.attrs) or "trace")
+    return fig
+
+
+def adam_loss(ds):
+    """The train loss per member against the step; points are marked, so that a history of one
+    record still shows."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4), constrained_layout=True)
+    steps = np.asarray(ds.step)
+    marker = "o" if steps.size <= 30 else None
+    for m in range(ds.sizes["member"]):
+        ax.plot(steps, ds.train_loss.isel(member=m), marker=marker, ms=4, lw=1, label=f"member {m}")
+    ax.set(
+        yscale="log",
+        xlabel="Adam step",
+        ylabel="train loss per token",
+        title=f"train loss per member\n{run_title(ds.attrs)}",
+    )
+    if ds.sizes["member"] <= 10:
+        ax.legend(fontsize=7)
+    return fig
+
+
+_SKIP = {"done", "divergences", "n_minima", "global_min", "steps", "step"}
+_SOURCE = {"adam_": "Adam ", "sgld_": "SGLD ", "theory_": "theory ", "level1_": "Level-1 MAP "}
+
+
+def _curve_label(name: str) -> str:
+    """Words for a sweep variable: ``sgld_cG`` -> "SGLD ĉ_G", ``c1_mean`` -> "posterior mean ĉ_1"."""
+    source = next((w for p, w in _SOURCE.items() if name.startswith(p)), "")
+    base = name.removeprefix(next((p for p in _SOURCE if name.startswith(p)), ""))
+    if base.endswith("_mean"):
+        return f"{source}posterior mean {_label(base.removesuffix('_mean'))}".strip()
+    words = {"loss": "loss", "train_loss": "train loss", "test_loss": "held-out loss"}
+    words.update({"meta_q": "metastable minimum", "meta_loss": "metastable loss"})
+    words.update(BOUNDARY_WORDS)
+    return f"{source}{words.get(base, _label(base))}".strip()
+
+
+def sweep_curves(ds):
+    """Every per-point scalar of a sweep against P: order parameters (left) and losses (right),
+    one line style per activation, members averaged with their standard error as bars; the first
+    L, V and the mean over seeds."""
+    ds = ds.where(ds["done"])
+    for d in ("L", "V"):
+        if d in ds.dims:
+            ds = ds.isel({d: 0})
+    names = [
+        v
+        for v in ds.data_vars
+        if v not in _SKIP
+        and "P" in ds[v].dims
+        and set(ds[v].dims) <= {"activation", "P", "seed", "member"}
+        and not v.endswith(("_sd", "_mcse", "_r_hat", "_ess"))
+        and not any(b in v for b in BOUNDARY_WORDS)
+    ]
+    order = [v for v in names if any(q in v for q in ("c1", "cG", "a1", "aG", "meta_q"))]
+    losses = [v for v in names if "loss" in v]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    styles = {"linear": "-", "softmax": "--"}
+    for ax, group, ylabel in (
+        (axes[0], order, "order parameter"),
+        (axes[1], losses, "loss per token"),
+    ):
+        for k, v in enumerate(group):
+            da = ds[v].mean("seed") if "seed" in ds[v].dims else ds[v]
+            for act in np.atleast_1d(ds.activation.values):
+                y = da.sel(activation=act) if "activation" in da.dims else da
+                err = None
+                if "member" in y.dims:
+                    n = y.count("member")
+                    err = y.std("member") / np.sqrt(np.maximum(n, 1))
+                    y = y.mean("member")
+                if not np.isfinite(np.asarray(y)).any():  # e.g. a1 in a linear row
+                    continue
+                ax.errorbar(
+                    y.P, y, yerr=err, color=f"C{k % 10}", ls=styles.get(str(act), "-"),
+                    marker="o", ms=3, capsize=2, label=f"{_curve_label(v)}, {act}",
+                )  # fmt: skip
+        ax.set(xscale="log", xlabel="P (training sequences)", ylabel=ylabel)
+        _plain_log_ticks(ax)
+        if ds.sizes["P"] <= 8:
+            ax.set_xticks(np.asarray(ds.P), [f"{p:g}" for p in np.asarray(ds.P)])
+        if group:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, f"no {ylabel} in this sweep", ha="center", transform=ax.transAxes)
+    kind = ds.attrs.get("kind", "?")
+    what = {k: v for k, v in ds.attrs.items() if k != "sampler" or kind not in ("theory", v)}
+    fig.suptitle(f"{kind} sweep: {run_title(what)}")
     return fig

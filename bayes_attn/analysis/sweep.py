@@ -34,14 +34,13 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-import bayes_attn
 from bayes_attn._validation import check_activation, check_int, check_positive
+from bayes_attn.models.levels import LEVELS
 from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
 
 KINDS = ("theory", "nuts", "sgld", "adam", "protocol")
-LEVELS = ("reduced", "kernel", "network")
 GRID = ("activation", "L", "V", "P", "seed")
 ORDER = ("c1", "cG", "a1", "aG")
 
@@ -417,9 +416,43 @@ def _empty(cfg: SweepConfig) -> xr.Dataset:
         title=f"bayes-attn {cfg.kind} sweep",
         kind=cfg.kind,
         config=cfg.to_json(),
-        bayes_attn_version=bayes_attn.__version__,
+        **provenance(cfg),
     )
     return ds
+
+
+_SAMPLER = {"theory": "none (theory)", "nuts": "nuts", "sgld": "sgld", "adam": "adam"}
+_SAMPLER["protocol"] = "adam, then sgld"
+
+
+def _numbers(values):
+    """A list of numbers as a NetCDF attr: a scalar for one (NetCDF reads a 1-array back as one)."""
+    a = np.asarray(values)
+    return a.item() if a.size == 1 else a
+
+
+def provenance(cfg: SweepConfig) -> dict:
+    """The record of a sweep (:mod:`bayes_attn.inference.record`): the sampler, the seeds of the
+    grid, chains, warm-up, draws and thinning, the level under the CLI's names, the options with
+    their real types (flags as 0/1, lists as arrays) and the versions."""
+    from bayes_attn.inference.record import RunRecord
+
+    o = cfg.options
+    chains = o.get("num_chains", o.get("members", 1))
+    warmup = o.get("num_warmup", o.get("sgld_warmup", 0))
+    draws = o.get("num_samples", o.get("sgld_samples", 1))
+    settings = {k: v for k, v in o.items() if not isinstance(v, list | dict)}
+    rec = RunRecord(_SAMPLER[cfg.kind], cfg.seed[0], chains, warmup, draws, settings=settings)
+    attrs = rec.attrs()
+    attrs["seed"] = _numbers(cfg.seed)  # the grid's seeds
+    attrs["level"] = o.get("level", "reduced" if cfg.kind == "theory" else "network")
+    for k, v in o.items():
+        if isinstance(v, list) and v and all(isinstance(x, int | float) for x in v):
+            attrs[k] = _numbers(v)
+        elif isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+            attrs[k] = ", ".join(v)
+    attrs.update(cfg.hyper)
+    return attrs
 
 
 def _describe(name: str) -> dict:
@@ -428,7 +461,15 @@ def _describe(name: str) -> dict:
         base = base.removeprefix(prefix)
     base = base.split("_")[0] if base.split("_")[0] in ORDER else base
     units, text = DESCRIPTIONS.get(base, ("1", name.replace("_", " ")))
+    if base in ("c1", "cG") and base != name and not name.startswith("theory_"):
+        text += f"; {_FOLDED}"
     return {"units": units, "description": text if base == name else f"{name}: {text}"}
+
+
+_FOLDED = (
+    "folded draw by draw onto the Z2 image c1 + cG >= 0 (the images (c1, cG) and (-c1, -cG) "
+    "have equal posterior mass) before it was summarised"
+)
 
 
 def _store(ds: xr.Dataset, cfg: SweepConfig, index: tuple, result: dict) -> xr.Dataset:

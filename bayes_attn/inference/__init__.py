@@ -9,20 +9,25 @@ from bayes_attn.inference.adam import (
     train_adam,
 )
 from bayes_attn.inference.basins import basin_evidence
+from bayes_attn.inference.convert import from_draws, from_mcmc
 from bayes_attn.inference.memory import estimate_bytes, members_per_group, memory_limit
-from bayes_attn.inference.nuts import run_nuts, to_inference_data
+from bayes_attn.inference.nuts import run_nuts
+from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.sgld import SGLD, polynomial_decay, run_sgld
 from bayes_attn.inference.sharding import member_mesh, sharded_map
 from bayes_attn.inference.smc import run_smc, split_log_density
 
 __all__ = [
     "SGLD",
+    "RunRecord",
     "basin_evidence",
     "classify_minima",
     "early_stopping",
     "ensemble_summary",
     "merge_ensembles",
     "estimate_bytes",
+    "from_draws",
+    "from_mcmc",
     "initialize_distributed",
     "member_mesh",
     "members_per_group",
@@ -35,6 +40,5 @@ __all__ = [
     "run_smc",
     "sharded_map",
     "split_log_density",
-    "to_inference_data",
     "train_adam",
 ]

@@ -22,11 +22,11 @@ import optax
 import xarray as xr
 from tqdm.auto import tqdm
 
-import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive, check_tokens
 from bayes_attn.inference.memory import members_per_group
 from bayes_attn.inference.memory import memory_limit as device_memory_limit
+from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.sharding import (
     member_mesh,
     pad_leading,
@@ -412,26 +412,38 @@ def train_adam(
     if return_params:
         for name, w in final_params.items():
             data[name] = (("member", *_param_dims(name)), np.asarray(w))
-    attrs = dict(
+    record = RunRecord(
+        "adam",
+        seed,
+        members,
+        warmup_steps,
+        len(steps),
+        chunk,
+        settings=dict(
+            lr=lr,
+            warmup_init=warmup_init,
+            decay=decay,
+            decay_steps=decay_steps,
+            end_fraction=end_fraction,
+            max_steps=max_steps,
+            patience=patience,
+            min_delta=min_delta,
+            batch_size=batch_size or P,
+            factorized=factorized,
+            train_embeddings=train_embeddings,
+        ),
+    )
+    # Adam trains the network: its level and options, as network_model would record them
+    attrs = record.attrs()
+    attrs.update(
+        trainer="adam",
+        level="network",
+        model="network_model",
         activation=activation,
         d_model=d_model,
         P=P,
-        **preset_attrs(task, hyper),
-        lr=lr,
         warmup_steps=warmup_steps,
-        warmup_init=warmup_init,
-        decay=decay,
-        decay_steps=decay_steps,
-        end_fraction=end_fraction,
-        max_steps=max_steps,
-        patience=patience,
-        min_delta=min_delta,
-        batch_size=batch_size or P,
-        factorized=int(factorized),
-        train_embeddings=int(train_embeddings),
-        seed=seed,
-        trainer="adam",
-        bayes_attn_version=bayes_attn.__version__,
+        **preset_attrs(task, hyper),
     )
     attrs.update(devices=mesh.size, member_groups=len(groups))  # how the run was laid out
     attrs.update(members=members)
@@ -477,7 +489,7 @@ def merge_ensembles(parts) -> xr.Dataset:
     parts = sorted(parts, key=lambda d: int(d.member[0]))
     if not parts:
         raise ValueError("parts must hold at least one ensemble share")
-    keep = ("member_groups", "devices")
+    keep = ("member_groups", "devices", "created")  # how and when a share ran
     ref = {k: v for k, v in parts[0].attrs.items() if k not in keep}
     for d in parts[1:]:
         if {k: v for k, v in d.attrs.items() if k not in keep} != ref:

@@ -248,6 +248,7 @@ def basin_evidence(
     boundary: float | None = None,
     side: str | None = None,
     batch_size: int = 0,
+    progress_bar: bool = False,
     **model_kwargs,
 ) -> BasinEvidence:
     """Mode, Laplace mass and SMC mass of the basin of ``model``'s posterior that contains ``start``.
@@ -331,6 +332,7 @@ def basin_evidence(
         num_runs=replicates,
         seed=seed,
         batch_size=batch_size,
+        progress_bar=progress_bar,
         **moves,
     )
     a = idata.posterior.attrs

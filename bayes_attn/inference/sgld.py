@@ -51,7 +51,8 @@ from numpyro.primitives import Messenger
 from numpyro.util import is_prng_key, not_jax_tracer
 
 from bayes_attn._validation import check_int, check_positive
-from bayes_attn.inference.nuts import to_inference_data
+from bayes_attn.inference.convert import from_mcmc
+from bayes_attn.inference.record import RunRecord, tokens_of
 
 StepSize = float | Callable[[jax.Array], jax.Array]
 
@@ -362,10 +363,22 @@ def run_sgld(
         init_params=init_params,
         **model_kwargs,
     )
-    tokens = next(
-        (a for a in model_args if hasattr(a, "ndim") and getattr(a, "ndim", 0) == 2), None
+    tokens = tokens_of(model, model_args, model_kwargs)
+    step = step_size if isinstance(step_size, int | float) else f"schedule {step_size!r}"
+    record = RunRecord(
+        "sgld",
+        seed,
+        num_chains,
+        num_warmup,
+        num_samples // thinning,
+        thinning,
+        settings={
+            "step_size": step,
+            "temperature": temperature,
+            "init_given": init_params is not None,
+        },
     )
-    idata = to_inference_data(mcmc, model, model_args, model_kwargs, tokens=tokens)
+    idata = from_mcmc(mcmc, record, model, model_args, model_kwargs)
     extra = mcmc.get_extra_fields(group_by_chain=True)
     idata.sample_stats["potential_energy"] = (
         ("chain", "draw"),

@@ -141,7 +141,6 @@ Whiteley (2018), "Variance estimation in the particle filter". BlackJAX
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import time
 import warnings
@@ -153,7 +152,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
-import xarray as xr
 from blackjax import adaptive_tempered_smc
 from blackjax.mcmc import hmc as bj_hmc
 from blackjax.mcmc import random_walk as bj_rw
@@ -168,9 +166,10 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer.util import constrain_fn
 from scipy import stats
 
-import bayes_attn
 from bayes_attn._validation import check_int, check_positive
-from bayes_attn.inference.nuts import _coords, _describe
+from bayes_attn.inference.convert import from_draws
+from bayes_attn.inference.record import RunRecord
+from bayes_attn.progress import announce, say, seconds_per_call
 
 __all__ = [
     "MoveInfo",
@@ -183,7 +182,6 @@ __all__ = [
     "tempering_steps",
 ]
 
-log = logging.getLogger("bayes_attn")
 
 _RWM_TARGET = 0.3
 _HMC_TARGET = 0.65
@@ -612,6 +610,9 @@ def run_smc(
     if kernel == "auto":
         kernel = "rwm" if dim <= _AUTO_RWM_MAX_DIM else "hmc"
     dense = kernel == "rwm" or _DENSE_PARTICLES_PER_DIM * dim <= num_particles
+    if progress_bar:
+        _announce(log_parts, unravel, flat0, dim, kernel, num_runs, num_particles,
+                  num_integration_steps, num_mcmc_steps, max_mcmc_steps)  # fmt: skip
 
     def logprior_fn(x):
         return log_parts(unravel(x))[0]
@@ -708,7 +709,7 @@ def run_smc(
         if not np.isfinite(lam).all():
             raise RuntimeError("the adaptive schedule failed (lambda is nan): non-finite weights")
         if progress_bar:
-            log.info(
+            say(
                 "smc step %d: lambda = %s, moves = %s, acceptance = %s",
                 max(len(r) for r in records),
                 np.array2string(lam, precision=4),
@@ -741,7 +742,6 @@ def run_smc(
     summary = _evidence_summary(log_z, run_var, evidence_tolerance)
     lineages = np.array([np.unique(e).size for e in eve])
     attrs = {
-        "sampler": "smc",
         **summary,
         "num_runs": num_runs,
         "num_tempering_steps": np.array([s.shape[0] for s in steps]),
@@ -767,13 +767,28 @@ def run_smc(
         "num_eve_lineages": lineages,
         "min_lineages": min_lineages,
         "evidence_tolerance": evidence_tolerance,
-        "seed": int(seed),
         "wall_time_s": time.perf_counter() - t_start,
     }
     problems = smc_problems(attrs)
     for p in problems:
         warnings.warn(f"run_smc: {p}", SMCWarning, stacklevel=2)
-    return _to_inference_data(draws, lp, eve, model, model_args, model_kwargs, attrs)
+    record = RunRecord("smc", seed, num_runs, 0, num_particles)
+    idata = from_draws(draws, {"lp": lp, "eve": eve}, record, model, model_args, model_kwargs)
+    for group in idata.groups():
+        idata[group].attrs.update(attrs)
+    return idata
+
+
+def _announce(log_parts, unravel, flat0, dim, kernel, runs, particles, leapfrog, lo, hi):
+    """Say what the run will do and what a tempering step costs, before the first one."""
+    seconds = seconds_per_call(jax.jit(jax.grad(lambda x: log_parts(unravel(x))[1])), flat0)
+    per_move = runs * particles * ((leapfrog + 1) if kernel == "hmc" else 1)
+    announce(
+        f"run_smc: {runs} runs x {particles} particles in {dim} dimensions, {kernel} moves; "
+        f"each tempering step ({lo}-{hi} moves; a run takes typically 5-40 steps)",
+        (per_move * lo, per_move * hi),
+        seconds,
+    )
 
 
 def _evidence_summary(log_z, run_var, tolerance):
@@ -857,31 +872,3 @@ def tempering_steps(idata):
     data = {"run": run, "step": step}
     data.update({k: np.asarray(a[v]) for k, v in cols.items() if v in a})
     return pd.DataFrame(data)
-
-
-def _to_inference_data(draws, lp, eve, model, model_args, model_kwargs, extra) -> az.InferenceData:
-    task = next((a for a in model_args if isinstance(a, bayes_attn.CopyTask)), None)
-    coords, dims = _coords(task)
-    posterior = {k: np.asarray(v) for k, v in draws.items()}
-    dims = {k: v for k, v in dims.items() if k in posterior}
-    idata = az.from_dict(
-        posterior=posterior,
-        sample_stats={"lp": np.asarray(lp), "eve": np.asarray(eve)},
-        coords=coords,
-        dims=dims,
-    )
-    tokens = next(
-        (a for a in model_args if hasattr(a, "ndim") and getattr(a, "ndim", 0) == 2), None
-    )
-    if tokens is not None:
-        idata.add_groups(
-            {
-                "observed_data": xr.Dataset(
-                    {"tokens": (("sequence", "position"), np.asarray(tokens))}
-                )
-            }
-        )
-    attrs = {**_describe(model, model_args, model_kwargs), **extra}
-    for group in idata.groups():
-        idata[group].attrs.update(attrs)
-    return idata

@@ -1,0 +1,89 @@
+"""ArviZ conversion for every sampler: one table of dimension names, one way to stamp the record.
+
+Every sampler's result is an ``arviz.InferenceData`` whose variables carry the dims below, whose
+``observed_data`` holds the tokens (when the model was given a dataset) and whose groups all carry
+the run's record (:mod:`bayes_attn.inference.record`).
+"""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+import xarray as xr
+
+import bayes_attn
+from bayes_attn.inference.record import RunRecord, tokens_of
+
+#: the dims of each site of the package's models (M: Level 1; the rest: the network)
+DIMS = {
+    "M": ["row", "col"],
+    "W_emb": ["hidden", "token"],
+    "p": ["hidden", "position"],
+    "W_O": ["token", "hidden"],
+    "W_G": ["hidden", "hidden_in"],
+    "W_Q": ["head", "hidden"],
+    "W_K": ["head", "hidden_in"],
+}
+
+
+def task_of(model, model_args=(), model_kwargs=None):
+    """The :class:`~bayes_attn.CopyTask` among the model's arguments, or None."""
+    values = [*model_args, *dict(model_kwargs or {}).values()]
+    return next((a for a in values if isinstance(a, bayes_attn.CopyTask)), None)
+
+
+def coords_dims(task, names=None):
+    """(coords, dims) for ``az.from_*``: rows and columns of M named x0.., p0..; the network's
+    token and position axes numbered. Only the sites in ``names`` (all when None)."""
+    if task is None:
+        return {}, {}
+    labels = [f"x{i}" for i in range(task.V)] + [f"p{a}" for a in range(task.L)]
+    coords = {
+        "row": labels,
+        "col": labels,
+        "token": list(range(task.V)),
+        "position": list(range(task.L)),
+    }
+    dims = DIMS if names is None else {k: v for k, v in DIMS.items() if k in names}
+    return coords, dims
+
+
+def finish(idata, record: RunRecord, model, model_args, model_kwargs) -> az.InferenceData:
+    """Add the tokens as ``observed_data`` and the run's record to every group's attrs."""
+    tokens = tokens_of(model, model_args, model_kwargs)
+    if "observed_data" in idata.groups():  # from_numpyro leaves an empty one for factor models
+        del idata.observed_data
+    if tokens is not None:
+        obs = xr.Dataset({"tokens": (("sequence", "position"), np.asarray(tokens))})
+        idata.add_groups({"observed_data": obs})
+    attrs = record.attrs(model, model_args, model_kwargs)
+    for group in idata.groups():
+        idata[group].attrs.update(attrs)
+    return idata
+
+
+def from_mcmc(mcmc, record: RunRecord, model, model_args, model_kwargs) -> az.InferenceData:
+    """InferenceData of a NumPyro ``MCMC`` run (NUTS, SGLD), with named dims, the sample stats
+    (divergences, energy, tree depth, step size) and the run's record."""
+    coords, dims = coords_dims(task_of(model, model_args, model_kwargs))
+    idata = az.from_numpyro(mcmc, coords=coords, dims=dims, log_likelihood=False)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    stats = idata.sample_stats
+    if "num_steps" in extra:
+        stats["tree_depth"] = (("chain", "draw"), np.log2(np.asarray(extra["num_steps"]) + 1.0))
+    if "adapt_state.step_size" in extra:
+        stats["step_size"] = (("chain", "draw"), np.asarray(extra["adapt_state.step_size"]))
+    return finish(idata, record, model, model_args, model_kwargs)
+
+
+def from_draws(posterior, sample_stats, record, model, model_args, model_kwargs):
+    """InferenceData of draws given as arrays with leading (chain, draw) axes (SMC)."""
+    posterior = {k: np.asarray(v) for k, v in posterior.items()}
+    coords, dims = coords_dims(task_of(model, model_args, model_kwargs), posterior)
+    idata = az.from_dict(
+        posterior=posterior,
+        sample_stats={k: np.asarray(v) for k, v in sample_stats.items()},
+        coords=coords,
+        dims=dims,
+    )
+    return finish(idata, record, model, model_args, model_kwargs)

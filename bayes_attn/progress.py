@@ -1,0 +1,98 @@
+"""One way to report progress: the ``"bayes_attn"`` logger, on stderr.
+
+Long work says what it is doing, and what it will cost, before it starts (:func:`announce`), and
+steps without a progress bar say how far they are (:func:`say`). Both go to the logger
+``"bayes_attn"`` at level INFO, only when the caller asked for progress. If nothing is configured
+to show that logger (no handler on it or on the root logger), the first message attaches one
+handler that writes to stderr, so a script or a notebook sees the messages without any logging
+setup; stdout is left for results. The CLI configures the logger itself (``-q``, ``-v``).
+
+The cost estimate times one gradient of the model's potential (after compiling it) and
+multiplies by the number of gradients the work will take, as a range where that number is not
+known in advance.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+__all__ = ["announce", "duration", "say", "seconds_per_call", "seconds_per_gradient"]
+
+log = logging.getLogger("bayes_attn")
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler that writes to whatever ``sys.stderr`` is at the time of each message."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler.__init__ sets it; sys.stderr is read at each write
+        pass
+
+
+def _visible() -> None:
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("bayes-attn: %(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+        if log.level == logging.NOTSET:
+            log.setLevel(logging.INFO)
+
+
+def say(message: str, *args, enabled: bool = True) -> None:
+    """Log ``message % args`` at INFO on the ``"bayes_attn"`` logger (stderr), if ``enabled``."""
+    if enabled:
+        _visible()
+        log.info(message, *args)
+
+
+def duration(seconds: float) -> str:
+    """'40 s', '3.2 min' or '1.5 h'."""
+    if seconds < 90:
+        return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.2g} min"
+    return f"{seconds / 3600:.2g} h"
+
+
+def seconds_per_call(fn, x, repeats: int = 3) -> float:
+    """Wall time of ``fn(x)`` (a jitted JAX function), after one call that compiles it."""
+    import jax
+
+    jax.block_until_ready(fn(x))
+    t = time.perf_counter()
+    for _ in range(repeats):
+        jax.block_until_ready(fn(x))
+    return (time.perf_counter() - t) / repeats
+
+
+def seconds_per_gradient(model, model_args=(), model_kwargs=None) -> float:
+    """Wall time of one gradient of ``model``'s potential at a prior draw, after compiling it."""
+    import jax
+    from numpyro.infer.util import initialize_model
+
+    info = initialize_model(
+        jax.random.key(0), model, model_args=tuple(model_args), model_kwargs=model_kwargs or {}
+    )
+    return seconds_per_call(jax.jit(jax.grad(info.potential_fn)), info.param_info.z)
+
+
+def announce(what: str, gradients: tuple[float, float], seconds: float, enabled: bool = True):
+    """Say what starts now and its cost: ``gradients`` (low, high) at ``seconds`` each."""
+    lo, hi = (g * seconds for g in gradients)
+    span = duration(lo) if hi <= 1.5 * lo else f"{duration(lo)} to {duration(hi)}"
+    say(
+        "%s: about %s on this machine (%.3g ms per gradient, %.2g-%.2g gradients)",
+        what,
+        span,
+        1e3 * seconds,
+        gradients[0],
+        gradients[1],
+        enabled=enabled,
+    )
