@@ -437,29 +437,34 @@ def sample(
     if sampler == "nuts":
         idata = run_nuts(
             model,
-            *args,
+            model_args=args,
+            model_kwargs=kw,
             num_chains=chains,
             num_warmup=warmup,
             num_samples=samples,
             seed=seed,
             progress_bar=progress,
-            **kw,
         )
     elif sampler == "sgld":
         idata = run_sgld(
             model,
-            *args,
+            model_args=args,
+            model_kwargs=kw,
             num_chains=chains,
             num_warmup=warmup,
             num_samples=samples,
             step_size=step_size,
             seed=seed,
             progress_bar=progress,
-            **kw,
         )
     else:
         idata = run_smc(
-            model, *args, num_particles=particles, seed=seed, progress_bar=progress, **kw
+            model,
+            model_args=args,
+            model_kwargs=kw,
+            num_particles=particles,
+            seed=seed,
+            progress_bar=progress,
         )
     import arviz as az
 
@@ -759,7 +764,7 @@ def _read_table(path, table: str) -> dict:
     "--configs",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    show_default="configs/figures.py",
+    show_default="the package's bayes_attn/configs/figures.py",
     help="figure-config file",
 )
 @_verbosity_options

@@ -22,7 +22,6 @@ import arviz as az
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-from numpyro.distributions import biject_to
 
 import bayes_attn as ba
 from bayes_attn import algebra
@@ -41,7 +40,6 @@ from bayes_attn.analysis.hysteresis import (
 )
 from bayes_attn.inference import run_nuts, run_smc
 from bayes_attn.models import order_param_model
-from bayes_attn.models.order_params import softmax_support
 from bayes_attn.theory.action import action_softmax, scales
 
 
@@ -70,24 +68,23 @@ def main():
     aG_w, aG_s = float(pw.aG_weak[0]), float(pw.aG_strong[0])
     print(f"equal phase weights at P = {P:.2f}: weak aG = {aG_w:.3f}, strong aG = {aG_s:.3f}")
 
-    smc = run_smc(order_param_model, task, hyper, P, "softmax", num_particles=particles, seed=0)
+    smc = run_smc(
+        order_param_model, model_args=(task, hyper, P, "softmax"), num_particles=particles, seed=0
+    )
     occ = phase_occupancy(smc)
     print(
         f"SMC: strong-phase fraction {occ.fraction:.3f} +- {occ.se:.3f} (exact 0.500), "
         f"log evidence {smc.posterior.attrs['log_evidence']:.3f}"
     )
 
-    u0 = biject_to(softmax_support(task.L)).inv(jnp.array([aG_w] * 4 + [aG_s] * 4))
+    aG0 = jnp.array([aG_w] * 4 + [aG_s] * 4)  # initial values in the constrained space
     nuts = run_nuts(
         order_param_model,
-        task,
-        hyper,
-        P,
-        "softmax",
+        model_args=(task, hyper, P, "softmax"),
         num_chains=8,
         num_warmup=200,
         num_samples=draws,
-        init_params={"aG": u0},
+        init_params={"aG": aG0},
         progress_bar=False,
     )
     print(diagnose(nuts, ["aG"]))
@@ -120,7 +117,10 @@ def main():
     fracs = [
         phase_occupancy(
             run_smc(
-                order_param_model, task, hyper, float(p), "softmax", num_particles=particles, seed=1
+                order_param_model,
+                model_args=(task, hyper, float(p), "softmax"),
+                num_particles=particles,
+                seed=1,
             )
         )
         for p in checks

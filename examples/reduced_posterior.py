@@ -41,10 +41,7 @@ def main():
     for P in Ps:
         idata = run_nuts(
             order_param_model,
-            task,
-            hyper,
-            float(P),
-            "linear",
+            model_args=(task, hyper, float(P), "linear"),
             num_warmup=500,
             num_samples=draws,
             seed=0,

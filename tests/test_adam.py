@@ -40,8 +40,10 @@ def test_far_above_and_far_below_the_transition():
     """Thresholds: at P = 200 the best member copies, |cG| > 1 and |cG| > 5 |c1| (Level 2: 1.87 vs
     0.095); at P = 1 every member ends at c1 = cG = 0 to 1e-3 (the prior pulls W_G to zero)."""
     above = classify_minima(train_adam(TASK, HYPER, "linear", 16, 200, **FAST))
-    best = above.isel(step=-1).where(above.global_min, drop=True)
-    assert best.sizes["member"] >= 1
+    final = above.isel(step=-1)
+    lowest = float(final.train_loss.min())  # classify_minima's rule, rtol 0.05, done by hand
+    np.testing.assert_array_equal(above.global_min, final.train_loss <= lowest * 1.05)
+    best = final.where(above.global_min, drop=True)
     assert np.all(np.abs(best.cG) > 1.0) and np.all(np.abs(best.cG) > 5 * np.abs(best.c1))
     below = train_adam(TASK, HYPER, "linear", 16, 1, **FAST).isel(step=-1)
     assert np.all(np.abs(below.c1) < 1e-3) and np.all(np.abs(below.cG) < 1e-3)

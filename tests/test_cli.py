@@ -2,8 +2,8 @@
 line on stderr with exit status 2. Commands run in-process through ``main(argv)``."""
 
 import json
-import re
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -153,7 +153,7 @@ def test_figures_builds_every_file(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_figures_quick_produces_every_file(capsys, tmp_path):
-    """The real configs/figures.py at --quick (what `make demo` runs; minutes)."""
+    """The real bayes_attn/configs/figures.py at --quick (what `make demo` runs; minutes)."""
     code, out, _ = run(capsys, "figures", "--quick", "--out", tmp_path)
     assert code == 0, out
     for name in ("fig1", "fig3", "fig4", "posterior", "phase_weights"):

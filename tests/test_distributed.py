@@ -27,6 +27,9 @@ WORKER = textwrap.dedent(
     f"""
     import sys
     sys.path.insert(0, {str(TESTS)!r})
+    # the whole package first: nothing in it may start the JAX backend at import
+    import bayes_attn.analysis.figures, bayes_attn.analysis.protocol, bayes_attn.analysis.sweep
+    import bayes_attn.cli, bayes_attn.inference, bayes_attn.theory
     from bayes_attn.distributed import initialize_distributed, process_share
 
     info = initialize_distributed(initialization_timeout=120)  # from the BAYES_ATTN_* variables
@@ -101,6 +104,28 @@ def test_two_processes_match_one_process(tmp_path):
             xr.testing.assert_allclose(ds.load(), ref[P], **TOL)
     # the members stopped at different steps, so the grouped runs padded their records
     assert len(np.unique(ref[case.PS[1]].stopped_at.values)) > 1
+
+
+IMPORT_ALL = """
+import importlib, pkgutil, sys
+import bayes_attn
+from jax._src import xla_bridge
+names = [m.name for m in pkgutil.walk_packages(bayes_attn.__path__, "bayes_attn.")]
+for name in names:
+    importlib.import_module(name)
+    assert not xla_bridge.backends_are_initialized(), name
+print(len(names))
+"""
+
+
+def test_nothing_is_computed_at_import():
+    """Every module imports without starting the JAX backend (which would make
+    initialize_distributed fail when it is not called first)."""
+    res = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL], capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert int(res.stdout) > 30
 
 
 def test_shares_partition_the_items():

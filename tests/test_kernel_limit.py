@@ -22,10 +22,7 @@ def test_kernel_limit_model_sites_dims_and_density():
     tok = task.sample(jax.random.key(0), 20)
     idata = run_nuts(
         kernel_limit_model,
-        task,
-        hyper,
-        tok,
-        "softmax",
+        model_args=(task, hyper, tok, "softmax"),
         num_chains=2,
         num_warmup=50,
         num_samples=50,
@@ -66,10 +63,7 @@ def test_kernel_limit_posterior_mean_agrees_with_reduced_saddle(P):
     init = {"M": jnp.broadcast_to(M0, (2, *M0.shape))}
     idata = run_nuts(
         kernel_limit_model,
-        task,
-        hyper,
-        tok,
-        "linear",
+        model_args=(task, hyper, tok, "linear"),
         num_chains=2,
         num_warmup=400,
         num_samples=400,

@@ -77,11 +77,7 @@ def test_network_nuts_smoke():
     tok = task.sample(jax.random.key(0), 5)
     idata = run_nuts(
         network_model,
-        task,
-        hyper,
-        tok,
-        "linear",
-        4,
+        model_args=(task, hyper, tok, "linear", 4),
         num_chains=2,
         num_warmup=50,
         num_samples=50,
@@ -110,12 +106,12 @@ def test_network_posterior_approaches_kernel_limit_with_width():
     tok = task.sample(jax.random.key(0), 20)
     kw = dict(num_chains=4, num_warmup=500, num_samples=1000, progress_bar=False)
     ref = diagnose(
-        run_nuts(kernel_limit_model, task, hyper, tok, "linear", **kw), ["c1", "cG"]
+        run_nuts(kernel_limit_model, model_args=(task, hyper, tok, "linear"), **kw), ["c1", "cG"]
     ).table
     gaps, errs = [], []
     for d in (2, 8, 32):
         t = diagnose(
-            run_nuts(network_model, task, hyper, tok, "linear", d, **kw), ["c1", "cG"]
+            run_nuts(network_model, model_args=(task, hyper, tok, "linear", d), **kw), ["c1", "cG"]
         ).table
         gaps.append(t.loc["c1", "sd"] - ref.loc["c1", "sd"])
         errs.append(np.hypot(t.loc["c1", "mcse_sd"], ref.loc["c1", "mcse_sd"]))

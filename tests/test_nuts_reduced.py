@@ -57,10 +57,7 @@ def test_reduced_posterior_matches_quadrature(paper, activation, P):
     assert len(found) == 1  # unimodal here (up to the Z2 images)
     idata = run_nuts(
         order_param_model,
-        task,
-        hyper,
-        P,
-        activation,
+        model_args=(task, hyper, P, activation),
         num_warmup=500,
         num_samples=2000,
         seed=1,
@@ -84,10 +81,7 @@ def test_inference_data_is_complete_and_round_trips(paper, tmp_path):
     task, hyper = paper
     idata = run_nuts(
         order_param_model,
-        task,
-        hyper,
-        455.0,
-        "softmax",
+        model_args=(task, hyper, 455.0, "softmax"),
         num_chains=2,
         num_warmup=100,
         num_samples=100,
@@ -119,10 +113,7 @@ def test_diagnose_flags_stuck_z2_chains(paper):
     init = {"c1": jnp.array([0.39, -0.39, 0.39, -0.39]), "cG": jnp.zeros(4)}
     idata = run_nuts(
         order_param_model,
-        task,
-        hyper,
-        68.0,
-        "linear",
+        model_args=(task, hyper, 68.0, "linear"),
         num_warmup=200,
         num_samples=300,
         init_params=init,
@@ -140,10 +131,7 @@ def test_diagnose_flags_stuck_z2_chains(paper):
     # a well-mixed unimodal posterior passes
     ok = run_nuts(
         order_param_model,
-        task,
-        hyper,
-        11.0,
-        "linear",
+        model_args=(task, hyper, 11.0, "linear"),
         num_warmup=300,
         num_samples=1000,
         progress_bar=False,

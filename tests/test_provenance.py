@@ -47,8 +47,8 @@ def test_nuts_sgld_smc_record_their_runs(paper, tmp_path):
     args = (task, hyper, 276.0, "softmax")
     kw = dict(include_logdet=True)
     nuts = run_nuts(
-        order_param_model, *args, num_chains=2, num_warmup=30, num_samples=20, seed=3,
-        progress_bar=False, **kw,
+        order_param_model, model_args=args, model_kwargs=kw, num_chains=2, num_warmup=30,
+        num_samples=20, seed=3, progress_bar=False,
     )  # fmt: skip
     nuts = _reread(nuts, tmp_path, "nuts")
     _check_record(
@@ -58,16 +58,26 @@ def test_nuts_sgld_smc_record_their_runs(paper, tmp_path):
     assert nuts.sample_stats.attrs["sampler"] == "nuts"  # every group carries it
     tokens = task.sample(jax.random.key(0), 8)
     sgld = run_sgld(
-        network_model, task, hyper, tokens, "linear", 4, num_chains=1, num_warmup=5,
-        num_samples=12, thinning=3, step_size=1e-5, seed=1, progress_bar=False, batch_size=4,
-    )  # fmt: skip
+        network_model,
+        model_args=(task, hyper, tokens, "linear", 4),
+        model_kwargs={"batch_size": 4},
+        num_chains=1,
+        num_warmup=5,
+        num_samples=12,
+        thinning=3,
+        step_size=1e-05,
+        seed=1,
+        progress_bar=False,
+    )
     sgld = _reread(sgld, tmp_path, "sgld")
     _check_record(
         sgld.posterior.attrs, "sgld", "network",
         seed=1, chains=1, warmup=5, draws=4, thinning=3, d_model=4, P=8, batch_size=4,
         factorized=0, train_embeddings=1, step_size=1e-5,
     )  # fmt: skip
-    smc = run_smc(order_param_model, *args, num_particles=64, num_runs=2, seed=5, **kw)
+    smc = run_smc(
+        order_param_model, model_args=args, model_kwargs=kw, num_particles=64, num_runs=2, seed=5
+    )
     smc = _reread(smc, tmp_path, "smc")
     _check_record(
         smc.posterior.attrs, "smc", "reduced",
@@ -106,9 +116,14 @@ def test_adam_and_sweep_record_their_runs(paper, tmp_path):
 def test_diagnose_prints_the_record_in_one_line(paper):
     task, hyper = paper
     idata = run_nuts(
-        order_param_model, task, hyper, 9.0, "linear", num_chains=2, num_warmup=50,
-        num_samples=50, seed=7, progress_bar=False,
-    )  # fmt: skip
+        order_param_model,
+        model_args=(task, hyper, 9.0, "linear"),
+        num_chains=2,
+        num_warmup=50,
+        num_samples=50,
+        seed=7,
+        progress_bar=False,
+    )
     first = str(diagnose(idata)).splitlines()[0]
     assert first.startswith("nuts, level reduced, linear, P=9, L=25, V=5")
     assert "seed 7, chains 2, warm-up 50, draws 50, thinning 1" in first
@@ -123,9 +138,13 @@ def test_smc_diagnose_reports_smc_not_rhat(paper):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an ArviZ shape warning would fail here
         smc = run_smc(
-            order_param_model, task, hyper, 276.0, "softmax", num_particles=200, num_runs=1,
-            seed=0, include_logdet=True,
-        )  # fmt: skip
+            order_param_model,
+            model_args=(task, hyper, 276.0, "softmax"),
+            model_kwargs={"include_logdet": True},
+            num_particles=200,
+            num_runs=1,
+            seed=0,
+        )
         d = diagnose(smc)
     text = str(d)
     assert "r_hat" not in d.table.columns
@@ -135,9 +154,13 @@ def test_smc_diagnose_reports_smc_not_rhat(paper):
     assert "strong phase" in text
     # the same posterior from NUTS keeps its R-hat
     nuts = run_nuts(
-        order_param_model, task, hyper, 9.0, "linear", num_chains=2, num_warmup=50,
-        num_samples=50, progress_bar=False,
-    )  # fmt: skip
+        order_param_model,
+        model_args=(task, hyper, 9.0, "linear"),
+        num_chains=2,
+        num_warmup=50,
+        num_samples=50,
+        progress_bar=False,
+    )
     assert "r_hat" in diagnose(nuts).table.columns
 
 

@@ -136,4 +136,9 @@ def test_network_model_refuses_a_minibatch_larger_than_the_data():
         with numpyro.handlers.seed(rng_seed=0):
             network_model(task, hyper, tok, "linear", 4, batch_size=1000)
     with pytest.raises(ValueError, match="batch_size must be at most"):
-        run_sgld(network_model, task, hyper, tok, "linear", 4, batch_size=1000, num_samples=2)
+        run_sgld(
+            network_model,
+            model_args=(task, hyper, tok, "linear", 4),
+            model_kwargs={"batch_size": 1000},
+            num_samples=2,
+        )

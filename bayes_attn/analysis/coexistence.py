@@ -347,14 +347,14 @@ def start_occupancy(
         )
     idata = run_nuts(
         model,
-        *args,
+        model_args=args,
+        model_kwargs=kwargs,
         num_chains=num_chains,
         num_warmup=num_warmup,
         num_samples=num_samples,
         seed=seed,
         progress_bar=progress_bar,
         init_params=init,
-        **kwargs,
     )
     occ = phase_occupancy(idata, "aG", boundary=cut)
     return occ, idata

@@ -1,4 +1,4 @@
-"""Regenerate the paper's figures from figure configs (``configs/figures.py``).
+"""Regenerate the paper's figures from figure configs (``bayes_attn/configs/figures.py``).
 
 A figure config is a plain dict (see that file): the builder to use (``figure``), the sweeps it
 needs (run resumably, shared between figures), and its theory grids and sampler settings. Each
@@ -30,21 +30,13 @@ log = logging.getLogger(__name__)
 
 
 def find_config_file(path=None) -> Path:
-    """The figure configs: ``path``, else ``configs/figures.py`` here or beside the package."""
-    candidates = (
-        [Path(path)]
-        if path is not None
-        else [
-            Path("configs/figures.py"),
-            Path(bayes_attn.__file__).resolve().parents[1] / "configs" / "figures.py",
-        ]
-    )
-    for c in candidates:
-        if c.is_file():
-            return c
-    raise FileNotFoundError(
-        f"no figure configs at {', '.join(map(str, candidates))}; pass --configs PATH"
-    )
+    """The figure configs: ``path``, else the package's own ``bayes_attn/configs/figures.py``
+    (it ships in the wheel)."""
+    c = Path(path) if path is not None else Path(bayes_attn.__file__).resolve().parent / "configs"
+    c = c / "figures.py" if path is None else c
+    if not c.is_file():
+        raise FileNotFoundError(f"no figure configs at {c}; pass --configs PATH")
+    return c
 
 
 def load_configs(path=None) -> dict:
@@ -151,14 +143,16 @@ def _posterior(spec, ctx):
             if not math.isfinite(P):
                 raise ValueError(f"the {boundary} boundary is not finite at the paper preset")
             if act == "softmax":
-                idata = run_smc(order_param_model, task, hyper, P, act, seed=k, **spec["smc"])
+                idata = run_smc(
+                    order_param_model,
+                    model_args=(task, hyper, P, act),
+                    seed=k,
+                    **spec["smc"],
+                )
             else:
                 idata = run_nuts(
                     order_param_model,
-                    task,
-                    hyper,
-                    P,
-                    act,
+                    model_args=(task, hyper, P, act),
                     seed=k,
                     progress_bar=False,
                     **spec["nuts"],

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive_array
-from bayes_attn.inference.adam import train_adam
+from bayes_attn.inference.adam import adam_keys, train_adam
 from bayes_attn.models.network import init_params
 from bayes_attn.theory import _newton
 from bayes_attn.theory.action import Scales, scales
@@ -98,7 +98,7 @@ def hysteresis_sweep(
         jax.random.split(jax.random.key(seed), members)
     )
     if "test_tokens" not in adam_kwargs:  # train_adam's own held-out draw, made explicit for SGLD
-        k_test = jax.random.split(jax.random.key(seed), 4)[1]
+        k_test = adam_keys(seed=seed).test
         adam_kwargs["test_tokens"] = task.sample(k_test, adam_kwargs.pop("num_test", 100))
     test = jnp.asarray(adam_kwargs["test_tokens"])
     train_emb = bool(adam_kwargs.get("train_embeddings", True))
@@ -192,7 +192,7 @@ def orthonormal_start(task, hyper, d_model: int, members: int, seed: int = 0) ->
     n = task.V + task.L
     d_model = check_int("d_model", d_model, n)
     members = check_int("members", members, 1)
-    k_init = jax.random.split(jax.random.key(seed), 4)[2]  # train_adam's key of the initial draw
+    k_init = adam_keys(seed=seed).init  # train_adam's key of the initial draw
     keys = jax.random.split(k_init, members)
     draw = jax.vmap(lambda k: init_params(k, task, hyper, d_model))(keys)
     W = jnp.concatenate([draw["W_emb"], draw["p"]], axis=-1)  # (members, d, n)

@@ -173,26 +173,19 @@ def _laplace(activation, c, H, chi, L) -> float:
 
 def _nuts_variance(task, hyper, P, activation, c, fold, num_chains, num_warmup, num_samples, seed):
     """Variance of the order parameter from NUTS draws and its MCSE; chains start at the saddle."""
-    from numpyro.distributions import biject_to
-
     from bayes_attn.inference import run_nuts
     from bayes_attn.models import order_param_model
-    from bayes_attn.models.order_params import softmax_support
 
     if activation == "linear":
         init = {"c1": jnp.full(num_chains, c[0]), "cG": jnp.full(num_chains, c[1])}
         name = "c1"
     else:
         aG = algebra.softmax_order(jnp.float64(c[0]), task.L)[1]
-        u = biject_to(softmax_support(task.L)).inv(aG)
-        init = {"aG": jnp.full(num_chains, u)}
+        init = {"aG": jnp.full(num_chains, aG)}
         name = "aG"
     idata = run_nuts(
         order_param_model,
-        task,
-        hyper,
-        float(P),
-        activation,
+        model_args=(task, hyper, float(P), activation),
         num_chains=num_chains,
         num_warmup=num_warmup,
         num_samples=num_samples,

@@ -287,13 +287,13 @@ def _nuts_point(cfg, pt, task, hyper):
     model, args, kw = model_at_level(o, pt, task, hyper)
     idata = run_nuts(
         model,
-        *args,
+        model_args=args,
+        model_kwargs=kw,
         num_chains=o["num_chains"],
         num_warmup=o["num_warmup"],
         num_samples=o["num_samples"],
         seed=pt["seed"],
         progress_bar=False,
-        **kw,
     )
     return _summary_point(idata, pt["activation"])
 
@@ -305,14 +305,14 @@ def _sgld_point(cfg, pt, task, hyper):
     model, args, kw = model_at_level(o, pt, task, hyper)
     idata = run_sgld(
         model,
-        *args,
+        model_args=args,
+        model_kwargs=kw,
         num_chains=o["num_chains"],
         num_warmup=o["num_warmup"],
         num_samples=o["num_samples"],
         step_size=o["step_size"],
         seed=pt["seed"],
         progress_bar=False,
-        **kw,
     )
     out = _summary_point(idata, pt["activation"])
     out.pop("divergences")

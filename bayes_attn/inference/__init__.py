@@ -2,6 +2,8 @@
 
 from bayes_attn.distributed import initialize_distributed, merge_netcdf, process_share
 from bayes_attn.inference.adam import (
+    AdamKeys,
+    adam_keys,
     classify_minima,
     early_stopping,
     ensemble_summary,
@@ -18,7 +20,9 @@ from bayes_attn.inference.sharding import member_mesh, sharded_map
 from bayes_attn.inference.smc import run_smc, split_log_density
 
 __all__ = [
+    "AdamKeys",
     "SGLD",
+    "adam_keys",
     "RunRecord",
     "basin_evidence",
     "classify_minima",

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive, check_tokens
+from bayes_attn.inference._call import resolve_key
 from bayes_attn.inference.memory import members_per_group
 from bayes_attn.inference.memory import memory_limit as device_memory_limit
 from bayes_attn.inference.record import RunRecord
@@ -208,6 +209,24 @@ def _chunk_program(opt, hyper, activation: str, P: int, L: int, batch_size, mesh
 # The trainer
 
 
+class AdamKeys(NamedTuple):
+    """The keys :func:`train_adam` draws from its key, in this order: the members' datasets, the
+    held-out set, the initial weights and the run (minibatches). Anything that must reproduce
+    one of them (a held-out set, an initial draw) asks :func:`adam_keys` instead of re-deriving
+    the split."""
+
+    data: jax.Array
+    test: jax.Array
+    init: jax.Array
+    run: jax.Array
+
+
+def adam_keys(key=None, seed: int | None = None) -> AdamKeys:
+    """The keys of :func:`train_adam` for ``key`` or ``seed`` (:class:`AdamKeys`)."""
+    rng, _, _ = resolve_key(key, seed)
+    return AdamKeys(*jax.random.split(rng, 4))
+
+
 def train_adam(
     task,
     hyper,
@@ -216,7 +235,8 @@ def train_adam(
     P: int,
     *,
     members: int = 10,
-    seed: int = 0,
+    seed: int | None = None,
+    key=None,
     tokens=None,
     test_tokens=None,
     num_test: int = 100,
@@ -248,6 +268,8 @@ def train_adam(
     activation : {"linear", "softmax"}
     d_model, P : int
         Width and number of training sequences per member.
+    seed, key : int or jax PRNG key
+        Either (seed 0 when neither is given); the keys drawn from it are :func:`adam_keys`.
     tokens : (members, P, L) ints, optional
         The members' datasets; by default drawn from ``seed``. ``test_tokens`` (num_test, L) is one
         held-out set shared by all members.
@@ -314,7 +336,8 @@ def train_adam(
         batch_size=batch_size,
         num_test=num_test if test_tokens is None else max(len(test_tokens), 1),
     )
-    k_data, k_test, k_init, k_run = jax.random.split(jax.random.key(seed), 4)
+    rng, seed, key_attrs = resolve_key(key, seed)
+    k_data, k_test, k_init, k_run = adam_keys(rng)
     if tokens is None:
         tokens = jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, members))
     tokens = np.asarray(tokens)
@@ -420,6 +443,7 @@ def train_adam(
         len(steps),
         chunk,
         settings=dict(
+            **key_attrs,
             lr=lr,
             warmup_init=warmup_init,
             decay=decay,

@@ -328,6 +328,7 @@ def basin_evidence(
     }
     idata = run_smc(
         wrapped,
+        model_args=(),
         num_particles=num_particles,
         num_runs=replicates,
         seed=seed,

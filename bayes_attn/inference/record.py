@@ -57,6 +57,8 @@ def _attr_value(value):
         return float(value)
     if isinstance(value, str):
         return value
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        return value
     return None
 
 

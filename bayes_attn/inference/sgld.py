@@ -51,6 +51,7 @@ from numpyro.primitives import Messenger
 from numpyro.util import is_prng_key, not_jax_tracer
 
 from bayes_attn._validation import check_int, check_positive
+from bayes_attn.inference._call import model_call, resolve_key
 from bayes_attn.inference.convert import from_mcmc
 from bayes_attn.inference.record import RunRecord, tokens_of
 
@@ -307,17 +308,20 @@ def _log_likelihood(mcmc: MCMC, model_args, model_kwargs, dims) -> xr.Dataset | 
 
 def run_sgld(
     model,
-    *model_args,
+    *args,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
     num_chains: int = 4,
     num_warmup: int = 1000,
     num_samples: int = 1000,
     step_size: StepSize = 1e-4,
     temperature: float = 1.0,
-    seed: int = 0,
+    seed: int | None = None,
+    key=None,
     thinning: int = 1,
     progress_bar: bool = True,
     init_params: dict | None = None,
-    **model_kwargs,
+    **kwargs,
 ) -> az.InferenceData:
     """Sample ``model(*model_args, **model_kwargs)`` with :class:`SGLD`, chains vectorised.
 
@@ -325,8 +329,12 @@ def run_sgld(
     ----------
     model : callable
         A NumPyro model, e.g. :func:`bayes_attn.models.network_model` with ``batch_size`` set.
-    num_chains, num_warmup, num_samples, seed, thinning : int
+    model_args, model_kwargs : tuple, dict
+        The model's arguments, apart from the sampler's options (the old positional form warns).
+    num_chains, num_warmup, num_samples, thinning : int
         Warm-up steps are discarded (no adaptation); every ``thinning``-th later step is kept.
+    seed, key : int or jax PRNG key
+        Either (seed 0 when neither is given).
     step_size : float or callable
         Constant step size or schedule, see :class:`SGLD`.
     temperature : float
@@ -343,6 +351,8 @@ def run_sgld(
         ``lp`` is its negative), ``grad_norm`` and ``step_size``; and ``log_likelihood`` over every
         data point (dim ``sequence`` for a token dataset), when the model has observed sites.
     """
+    model_args, model_kwargs = model_call("run_sgld", args, kwargs, model_args, model_kwargs)
+    rng, seed, key_attrs = resolve_key(key, seed)
     num_chains = check_int("num_chains", num_chains, 1)
     num_warmup = check_int("num_warmup", num_warmup, 0)
     thinning = check_int("thinning", thinning, 1)
@@ -357,7 +367,7 @@ def run_sgld(
         progress_bar=progress_bar,
     )
     mcmc.run(
-        jax.random.key(seed),
+        rng,
         *model_args,
         extra_fields=SAMPLE_STATS,
         init_params=init_params,
@@ -376,6 +386,7 @@ def run_sgld(
             "step_size": step,
             "temperature": temperature,
             "init_given": init_params is not None,
+            **key_attrs,
         },
     )
     idata = from_mcmc(mcmc, record, model, model_args, model_kwargs)

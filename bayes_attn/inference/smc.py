@@ -152,14 +152,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
-from blackjax import adaptive_tempered_smc
-from blackjax.mcmc import hmc as bj_hmc
-from blackjax.mcmc import random_walk as bj_rw
-from blackjax.smc import inner_kernel_tuning, resampling
-from blackjax.smc.base import map_fn, map_kernel
-from blackjax.smc.inner_kernel_tuning import StateWithParameterOverride
-from blackjax.smc.tempered import TemperedSMCState
-from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
@@ -167,6 +159,7 @@ from numpyro.infer.util import constrain_fn
 from scipy import stats
 
 from bayes_attn._validation import check_int, check_positive
+from bayes_attn.inference._call import model_call, resolve_key
 from bayes_attn.inference.convert import from_draws
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.progress import announce, say, seconds_per_call
@@ -359,7 +352,13 @@ def _weighted_moments(x, w):
     return mean, (w[:, None] * xc).T @ xc
 
 
+# BlackJAX is imported where it is used: importing it starts the JAX backend, which must wait
+# for bayes_attn.distributed.initialize_distributed on a multi-process run.
+
+
 def _rwm_step(rng_key, state, logdensity_fn, chol, scale):
+    from blackjax.mcmc import random_walk as bj_rw
+
     step = bj_rw.build_additive_step()
     new_state, info = step(rng_key, state, logdensity_fn, bj_rw.normal(scale * chol))
     return new_state, _StepInfo(info.acceptance_rate, scale)
@@ -374,6 +373,8 @@ def _rwm_params(x, w, scale):
 
 
 def _hmc_step(rng_key, state, logdensity_fn, inverse_mass_matrix, step_size, num_integration_steps):
+    from blackjax.mcmc import hmc as bj_hmc
+
     new_state, info = bj_hmc.build_kernel()(
         rng_key, state, logdensity_fn, step_size, inverse_mass_matrix, num_integration_steps
     )
@@ -422,6 +423,8 @@ def _mixing_strategy(min_moves: int, max_moves: int, target: float):
         num_mcmc_steps=None,
         batch_size=0,
     ):
+        from blackjax.smc.base import map_fn, map_kernel
+
         del num_mcmc_steps  # the bounds are min_moves, max_moves
         init = map_fn(lambda x: mcmc_init_fn(x, logposterior_fn), batch_size)
         step = map_kernel(lambda k, s: shared_mcmc_step_fn(k, s, logposterior_fn), batch_size)
@@ -481,24 +484,27 @@ def default_min_lineages(num_particles: int) -> int:
 
 def run_smc(
     model,
-    *model_args,
+    *args,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
     num_particles: int = 1000,
     num_runs: int = 4,
     num_mcmc_steps: int = 2,
     max_mcmc_steps: int = 200,
     mixing_target: float = 0.05,
     target_ess: float = 0.9,
-    seed: int = 0,
+    seed: int | None = None,
+    key=None,
     kernel: str = "auto",
     num_integration_steps: int = 8,
     reference_loc: float = 0.0,
     reference_scale: float = 10.0,
     batch_size: int = 0,
-    max_steps: int = 1000,
+    max_tempering_steps: int = 1000,
     min_lineages: int | None = None,
     evidence_tolerance: float = 0.1,
     progress_bar: bool = False,
-    **model_kwargs,
+    **kwargs,
 ) -> az.InferenceData:
     """Sample ``model(*model_args, **model_kwargs)`` by adaptive tempered SMC and estimate its evidence.
 
@@ -523,8 +529,12 @@ def run_smc(
     target_ess : float
         In (0, 1): each lambda increment keeps this fraction of effective particles. Higher means
         finer tempering steps (more of them) and a less biased evidence.
-    seed : int
-        Seeds all runs (run r uses the r-th split of ``jax.random.key(seed)``).
+    model_args, model_kwargs : tuple, dict
+        The model's arguments, apart from the sampler's options (the old positional form warns).
+        A minibatched likelihood (``model_kwargs={"batch_size": ...}`` for ``network_model``) is
+        refused.
+    seed, key : int or jax PRNG key
+        Either (seed 0 when neither is given); run r uses the r-th split of the key.
     kernel : {"auto", "rwm", "hmc"}
         The move (module docstring). ``"auto"``: RWM up to 10 unconstrained dimensions, else HMC.
     num_integration_steps : int
@@ -532,10 +542,13 @@ def run_smc(
     reference_loc, reference_scale : float
         The Normal reference in unconstrained space for latent sites with an improper base.
     batch_size : int
-        0: ``vmap`` over all particles and runs; > 0: ``jax.lax.map`` over batches of this many
-        particles, and over the runs one at a time (bounds memory for the Level-0/1 models).
-    max_steps : int
-        Give up (RuntimeError) after this many tempering steps in any run.
+        Particles, not sequences. 0: ``vmap`` over all particles and runs; > 0: ``jax.lax.map``
+        over batches of this many particles, and over the runs one at a time (bounds memory for
+        the Level-0/1 models).
+    max_tempering_steps : int
+        Give up (RuntimeError) after this many tempering steps in any run (it was ``max_steps``,
+        which is deprecated: in :func:`~bayes_attn.inference.train_adam` that name counts
+        optimiser steps).
     min_lineages : int, optional
         Warn when a run's draws descend from fewer initial particles than this (default
         ``min(20, ceil(num_particles / 100))``).
@@ -573,13 +586,30 @@ def run_smc(
     SMCWarning
         When a run's lineages collapse or the runs disagree (:func:`smc_problems`).
     """
+    from blackjax import adaptive_tempered_smc
+    from blackjax.mcmc import hmc as bj_hmc
+    from blackjax.mcmc import random_walk as bj_rw
+    from blackjax.smc import inner_kernel_tuning, resampling
+    from blackjax.smc.inner_kernel_tuning import StateWithParameterOverride
+    from blackjax.smc.tempered import TemperedSMCState
+    from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
+
+    if "max_steps" in kwargs:
+        warnings.warn(
+            "run_smc(max_steps=...) is deprecated: use max_tempering_steps",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        max_tempering_steps = kwargs.pop("max_steps")
+    model_args, model_kwargs = model_call("run_smc", args, kwargs, model_args, model_kwargs)
+    rng, seed, key_attrs = resolve_key(key, seed)
     num_particles = check_int("num_particles", num_particles, 2)
     num_runs = check_int("num_runs", num_runs, 1)
     num_mcmc_steps = check_int("num_mcmc_steps", num_mcmc_steps, 1)
     max_mcmc_steps = check_int("max_mcmc_steps", max_mcmc_steps, num_mcmc_steps)
     num_integration_steps = check_int("num_integration_steps", num_integration_steps, 1)
     batch_size = check_int("batch_size", batch_size, 0)
-    max_steps = check_int("max_steps", max_steps, 1)
+    max_steps = check_int("max_tempering_steps", max_tempering_steps, 1)
     reference_scale = check_positive("reference_scale", reference_scale)
     evidence_tolerance = check_positive("evidence_tolerance", evidence_tolerance)
     mixing_target = float(mixing_target)
@@ -591,7 +621,10 @@ def run_smc(
     if kernel not in ("auto", "rwm", "hmc"):
         raise ValueError(f"kernel must be 'auto', 'rwm' or 'hmc', got {kernel!r}")
     if model_kwargs.get("batch_size") is not None:
-        raise ValueError("run_smc needs the full likelihood: pass batch_size=None to the model")
+        raise ValueError(
+            "model_kwargs: run_smc needs the full likelihood, but the model's batch_size is "
+            f"{model_kwargs['batch_size']} (a minibatch); leave it out (batch_size=None)"
+        )
     if min_lineages is None:
         min_lineages = default_min_lineages(num_particles)
     min_lineages = check_int("min_lineages", min_lineages, 0)
@@ -689,8 +722,7 @@ def run_smc(
         sampler_state = TemperedSMCState(x0, w0, jnp.zeros((), dtype=x0.dtype))
         return StateWithParameterOverride(sampler_state, params)
 
-    key = jax.random.key(seed)
-    key, k_init = jax.random.split(key)
+    key, k_init = jax.random.split(rng)
     state = jax.jit(over_runs(initial_state))(jax.random.split(k_init, num_runs))
     eve = jnp.tile(jnp.arange(num_particles), (num_runs, 1))
     lam = np.zeros(num_runs)
@@ -698,7 +730,8 @@ def run_smc(
     while (lam < 1.0).any():
         if max(len(r) for r in records) >= max_steps:
             raise RuntimeError(
-                f"max_steps: lambda reached only {lam.min():.3g} after {max_steps} tempering steps"
+                f"max_tempering_steps: lambda reached only {lam.min():.3g} after {max_steps} "
+                "tempering steps"
             )
         key, sub = jax.random.split(key)
         state, eve, rec = advance(jax.random.split(sub, num_runs), state, eve, False)
@@ -772,7 +805,7 @@ def run_smc(
     problems = smc_problems(attrs)
     for p in problems:
         warnings.warn(f"run_smc: {p}", SMCWarning, stacklevel=2)
-    record = RunRecord("smc", seed, num_runs, 0, num_particles)
+    record = RunRecord("smc", seed, num_runs, 0, num_particles, settings=key_attrs)
     idata = from_draws(draws, {"lp": lp, "eve": eve}, record, model, model_args, model_kwargs)
     for group in idata.groups():
         idata[group].attrs.update(attrs)

@@ -319,9 +319,9 @@ def phase_boundaries(task, hyper) -> PhaseBoundaries:
 # --------------------------------------------------------------------------------------------------
 # Grids of global saddles
 
-_GRID_G = jnp.array([-0.5, 0.0, 0.3, 0.8])
-_GRID_M = jnp.array([0.1, 0.5])
-_GRID_SOFTMAX = jnp.array([-0.5, 0.0, 0.05, 0.2, 0.5, 0.8])
+_GRID_G = np.array([-0.5, 0.0, 0.3, 0.8])
+_GRID_M = np.array([0.1, 0.5])
+_GRID_SOFTMAX = np.array([-0.5, 0.0, 0.05, 0.2, 0.5, 0.8])
 _CARRY = 4
 
 

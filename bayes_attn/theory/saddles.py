@@ -27,9 +27,9 @@ from bayes_attn.theory.action import Scales, action_linear, action_softmax, loss
 
 _SPAN = 16.0  # continuation runs from P / _SPAN and from _SPAN * P
 _LEVELS = 12  # geometric continuation steps on each side
-_G_FRACS = jnp.array([-1.0, -0.6, -0.3, -0.1, 0.0, 0.1, 0.3, 0.6, 1.0])
-_M_FRACS = jnp.array([0.0, 0.1, 0.3, 0.6, 1.0])
-_SOFTMAX_FRACS = jnp.linspace(-1.0, 1.0, 25)
+_G_FRACS = np.array([-1.0, -0.6, -0.3, -0.1, 0.0, 0.1, 0.3, 0.6, 1.0])
+_M_FRACS = np.array([0.0, 0.1, 0.3, 0.6, 1.0])
+_SOFTMAX_FRACS = np.linspace(-1.0, 1.0, 25)
 
 
 def objective(activation: str):

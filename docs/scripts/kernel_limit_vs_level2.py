@@ -23,10 +23,7 @@ for P in [int(a) for a in sys.argv[1:]] or [30, 400, 1500]:
     tok = task.sample(jax.random.key(1), P)
     post = run_nuts(
         kernel_limit_model,
-        task,
-        hyper,
-        tok,
-        "linear",
+        model_args=(task, hyper, tok, "linear"),
         num_warmup=500,
         num_samples=500,
         progress_bar=False,
@@ -35,11 +32,8 @@ for P in [int(a) for a in sys.argv[1:]] or [30, 400, 1500]:
     c1, cG = post.posterior.c1.values * sign, post.posterior.cG.values * sign
     red = run_nuts(
         order_param_model,
-        task,
-        hyper,
-        float(P),
-        "linear",
-        include_logdet=True,
+        model_args=(task, hyper, float(P), "linear"),
+        model_kwargs={"include_logdet": True},
         num_warmup=500,
         num_samples=1000,
         progress_bar=False,

@@ -29,15 +29,15 @@ timed("level1_map", lambda: theory.level1_map(task, hyper, tokens, "linear"))
 timed(
     "run_nuts, reduced, 2000 draws",
     lambda: run_nuts(
-        order_param_model, task, hyper, 300.0, "softmax", num_samples=2000, progress_bar=False
+        order_param_model,
+        model_args=(task, hyper, 300.0, "softmax"),
+        num_samples=2000,
+        progress_bar=False,
     ),
 )
 timed(
     "run_nuts, kernel limit, L = 8, V = 3",
-    lambda: run_nuts(
-        kernel_limit_model, small, hyper, small.sample(jax.random.key(1), 200), "linear",
-        num_warmup=300, num_samples=300, progress_bar=False,
-    ),
+    lambda: run_nuts(kernel_limit_model, model_args=(small, hyper, small.sample(jax.random.key(1), 200), 'linear'), num_warmup=300, num_samples=300, progress_bar=False),
 )  # fmt: skip
 timed(
     "train_adam, d = 256, 10 members",
@@ -47,12 +47,12 @@ timed(
 )
 timed(
     "run_sgld, d = 64",
-    lambda: run_sgld(
-        network_model, task, hyper, tokens, "linear", 64, batch_size=100, step_size=1e-5,
-        num_chains=2, num_samples=500, progress_bar=False,
-    ),
+    lambda: run_sgld(network_model, model_args=(task, hyper, tokens, 'linear', 64), model_kwargs={"batch_size": 100}, step_size=1e-05, num_chains=2, num_samples=500, progress_bar=False),
 )  # fmt: skip
-timed("run_smc, reduced", lambda: run_smc(order_param_model, task, hyper, 276.0, "softmax"))
+timed(
+    "run_smc, reduced",
+    lambda: run_smc(order_param_model, model_args=(task, hyper, 276.0, "softmax")),
+)
 timed(
     "phase_free_energies, reduced",
     lambda: phase_free_energies(task, hyper, 276.0, "reduced", progress=False),

@@ -58,7 +58,7 @@ def show(name, seed, idata, exact, seconds):
 def run(name, model, args, exact, **extra):
     for s in seeds:
         t = time.perf_counter()
-        idata = run_smc(model, *args, seed=s, **{**extra, **kw})
+        idata = run_smc(model, model_args=args, seed=s, **{**extra, **kw})
         show(name, s, idata, exact, time.perf_counter() - t)
 
 

@@ -1,4 +1,4 @@
-"""Figure configs shrunk to seconds, for tests: every builder of configs/figures.py, tiny settings."""
+"""Figure configs shrunk to seconds, for tests: every builder of bayes_attn/configs/figures.py, tiny settings."""
 
 from bayes_attn.analysis.sweep import SweepConfig
 

@@ -1,0 +1,99 @@
+"""One calling convention for run_nuts, run_sgld, run_smc and train_adam."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.distributions import biject_to
+
+import bayes_attn as ba
+from bayes_attn.inference import adam_keys, run_nuts, run_sgld, run_smc, train_adam
+from bayes_attn.inference._call import unconstrained_init
+from bayes_attn.models import network_model, order_param_model
+from bayes_attn.models.order_params import softmax_support
+
+TASK, HYPER = ba.CopyTask.paper(), ba.Hyper.paper()
+ARGS = (TASK, HYPER, 276.0, "softmax")
+NUTS = dict(num_chains=2, num_warmup=30, num_samples=20, progress_bar=False)
+
+
+def test_old_form_warns_and_gives_the_same_draws():
+    new = run_nuts(
+        order_param_model, model_args=ARGS, model_kwargs={"include_logdet": True}, **NUTS
+    )
+    with pytest.warns(DeprecationWarning, match="model_args="):
+        old = run_nuts(order_param_model, *ARGS, include_logdet=True, **NUTS)
+    np.testing.assert_array_equal(old.posterior.aG.values, new.posterior.aG.values)
+    assert old.posterior.attrs["include_logdet"] == new.posterior.attrs["include_logdet"] == 1
+    with pytest.raises(TypeError, match="not also"):
+        run_nuts(order_param_model, TASK, model_args=ARGS, **NUTS)
+
+
+def test_key_or_seed_the_same_for_every_sampler():
+    key = jax.random.key(3)
+    a = run_nuts(order_param_model, model_args=ARGS, key=key, **NUTS)
+    b = run_nuts(order_param_model, model_args=ARGS, seed=3, **NUTS)
+    np.testing.assert_array_equal(a.posterior.aG.values, b.posterior.aG.values)
+    assert a.posterior.attrs["seed"] == -1 and b.posterior.attrs["seed"] == 3
+    np.testing.assert_array_equal(a.posterior.attrs["key_data"], jax.random.key_data(key))
+    with pytest.raises(ValueError, match="seed: pass a key or a seed"):
+        run_nuts(order_param_model, model_args=ARGS, key=key, seed=3, **NUTS)
+    s1 = run_smc(order_param_model, model_args=ARGS, num_particles=32, num_runs=1, key=key)
+    s2 = run_smc(order_param_model, model_args=ARGS, num_particles=32, num_runs=1, seed=3)
+    np.testing.assert_array_equal(s1.posterior.aG.values, s2.posterior.aG.values)
+    g1 = run_sgld(order_param_model, model_args=ARGS, key=key, step_size=1e-4, **NUTS)
+    g2 = run_sgld(order_param_model, model_args=ARGS, seed=3, step_size=1e-4, **NUTS)
+    np.testing.assert_array_equal(g1.posterior.aG.values, g2.posterior.aG.values)
+    t1 = train_adam(
+        TASK, HYPER, "linear", 4, 10, members=1, max_steps=5, key=key, progress_bar=False
+    )
+    t2 = train_adam(
+        TASK, HYPER, "linear", 4, 10, members=1, max_steps=5, seed=3, progress_bar=False
+    )
+    np.testing.assert_array_equal(t1.train_loss.values, t2.train_loss.values)
+
+
+def test_init_params_are_constrained_for_nuts():
+    aG = jnp.array([0.4, 3.5])
+    u = unconstrained_init(order_param_model, ARGS, {}, {"aG": aG}, 2)
+    np.testing.assert_allclose(u["aG"], biject_to(softmax_support(TASK.L)).inv(aG), rtol=1e-12)
+    with pytest.raises(ValueError, match="init_params: no sample site"):
+        unconstrained_init(order_param_model, ARGS, {}, {"aG": aG, "zz": aG}, 2)
+    with pytest.raises(ValueError, match="init_params: give a value for every site"):
+        unconstrained_init(order_param_model, ARGS, {}, {"zz": aG}, 2)
+    # chains started in the two phases stay in them (the barrier at P* is high): the values
+    # given are where the chains are, not their unconstrained images
+    idata = run_nuts(
+        order_param_model, model_args=ARGS, init_params={"aG": aG}, num_chains=2,
+        num_warmup=50, num_samples=50, progress_bar=False,
+    )  # fmt: skip
+    means = idata.posterior.aG.mean("draw").values
+    assert means[0] < 1.0 < 3.0 < means[1], means
+
+
+def test_smc_refuses_a_minibatched_model_and_renames_max_steps():
+    tok = ba.CopyTask(4, 3).sample(jax.random.key(0), 6)
+    args = (ba.CopyTask(4, 3), HYPER, tok, "linear", 2)
+    with pytest.raises(ValueError, match="model_kwargs: run_smc needs the full likelihood"):
+        run_smc(network_model, model_args=args, model_kwargs={"batch_size": 3}, num_particles=8)
+    with pytest.warns(DeprecationWarning, match="max_tempering_steps"):
+        with pytest.raises(RuntimeError, match="max_tempering_steps"):
+            run_smc(order_param_model, model_args=ARGS, num_particles=32, max_steps=1)
+
+
+def test_adam_keys_are_the_keys_train_adam_uses():
+    keys = adam_keys(seed=5)
+    test = TASK.sample(keys.test, 100)
+    ds = train_adam(
+        TASK, HYPER, "linear", 4, 10, members=1, max_steps=5, seed=5, progress_bar=False
+    )
+    same = train_adam(
+        TASK, HYPER, "linear", 4, 10, members=1, max_steps=5, seed=5, test_tokens=test,
+        progress_bar=False,
+    )  # fmt: skip
+    np.testing.assert_array_equal(ds.test_loss.values, same.test_loss.values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        adam_keys(key=jax.random.key(5))

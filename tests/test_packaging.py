@@ -1,0 +1,63 @@
+"""The wheel is complete: built from the checkout and installed into a fresh environment outside
+it, ``bayes-attn figures`` runs, and the figure and protocol configs ship inside the package."""
+
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "data" / "tiny_figures.py"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """A fresh venv holding only the wheel (no editable install); the dependencies come from
+    this environment's site-packages, added by a .pth file."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    run = dict(check=True, capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp / "dist"), str(ROOT)],
+        **run,
+    )  # fmt: skip
+    (wheel,) = (tmp / "dist").glob("bayes_attn-*.whl")
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], **run)
+    py = venv / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
+        **run,
+    )  # fmt: skip
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], **run
+    ).stdout.strip()
+    (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv, tmp
+
+
+def test_the_wheel_ships_the_configs_and_runs_figures(installed):
+    venv, tmp = installed
+    run = dict(capture_output=True, text=True, timeout=600, cwd=tmp)  # outside the checkout
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import bayes_attn, bayes_attn.analysis.figures as f; print(bayes_attn.__file__); "
+         "print(f.find_config_file())"],
+        **run,
+    )  # fmt: skip
+    assert where.returncode == 0, where.stderr[-2000:]
+    module, configs = where.stdout.split()
+    assert str(venv) in module and str(ROOT) not in module  # the wheel, not the checkout
+    assert Path(configs).is_file() and str(venv) in configs
+    assert {p.name for p in Path(configs).parent.glob("*.toml")} >= {
+        "protocol_paper.toml", "protocol_quick.toml", "protocol_widths.toml",
+    }  # fmt: skip
+    res = subprocess.run(
+        [str(venv / "bin" / "bayes-attn"), "-q", "figures", "--configs", str(TINY), "--only",
+         "phase_weights", "--out", str(tmp / "figs")],
+        **run,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (tmp / "figs" / "phase_weights.png").stat().st_size > 10_000
