@@ -416,7 +416,7 @@ def sample(
     """Sample a posterior with NUTS, SGLD or tempered SMC; write NetCDF and print diagnostics."""
     from bayes_attn._validation import check_positive
     from bayes_attn.analysis import diagnose
-    from bayes_attn.analysis.sweep import model_at_level
+    from bayes_attn.experiments.sweep import model_at_level
     from bayes_attn.inference import run_nuts, run_sgld, run_smc
 
     task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
@@ -531,8 +531,9 @@ def train(
     from bayes_attn.distributed import initialize_distributed, process_share
 
     info = initialize_distributed(coordinator, num_processes, process_id)
-    from bayes_attn.analysis.sweep import write_atomic
-    from bayes_attn.inference import classify_minima, ensemble_summary, merge_ensembles, train_adam
+    from bayes_attn.analysis import classify_minima, ensemble_summary
+    from bayes_attn.experiments.sweep import write_atomic
+    from bayes_attn.inference import merge_ensembles, train_adam
     from bayes_attn.theory import global_saddle
 
     task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
@@ -664,7 +665,7 @@ def sweep(
     from bayes_attn.distributed import initialize_distributed  # before JAX starts its backend
 
     info = initialize_distributed(coordinator, num_processes, process_id)
-    from bayes_attn.analysis.sweep import SweepConfig, run_sweep
+    from bayes_attn.experiments.sweep import SweepConfig, run_sweep
 
     cfg = SweepConfig.from_dict(table)
     progress = ctx.obj["progress"]
@@ -686,7 +687,7 @@ def sweep(
 
 def _wait_and_merge(cfg, parts, out):
     """Process 0: wait until every part holds its share of the points, then merge them."""
-    from bayes_attn.analysis.sweep import SweepFileError, load_sweep, merge_sweeps
+    from bayes_attn.experiments.sweep import SweepFileError, load_sweep, merge_sweeps
 
     n, total = len(parts), math.prod(cfg.shape)
     share = [len(range(k, total, n)) for k in range(n)]
@@ -771,7 +772,7 @@ def _read_table(path, table: str) -> dict:
 @click.pass_context
 def figures(ctx, out, quick, only, configs):
     """Regenerate the paper's figures into a folder: Figs 1, 3 and 4, and two beyond the paper."""
-    from bayes_attn.analysis.figures import load_configs, make_figures
+    from bayes_attn.plotting.figures import load_configs, make_figures
 
     t0 = time.perf_counter()
     names = [n.strip() for n in only.split(",")] if only else None
@@ -812,8 +813,8 @@ def diagnose(path, plots, var_names, fold):
     import xarray as xr
 
     from bayes_attn.analysis import diagnose as diag
-    from bayes_attn.analysis import plots as plot
     from bayes_attn.inference.record import header
+    from bayes_attn.plotting import plots as plot
 
     path = Path(path)
     folder = Path(plots) if plots else path.parent
@@ -851,7 +852,7 @@ def diagnose(path, plots, var_names, fold):
     with xr.open_dataset(path, engine="h5netcdf") as f:
         ds = f.load()
     if "done" in ds:
-        from bayes_attn.analysis.sweep import load_sweep
+        from bayes_attn.experiments.sweep import load_sweep
 
         ds = load_sweep(path)
         click.echo(header(ds.attrs))
@@ -875,7 +876,7 @@ def diagnose(path, plots, var_names, fold):
             click.echo(f"plot: {out}")
         return
     if ds.attrs.get("trainer") == "adam":
-        from bayes_attn.inference import ensemble_summary
+        from bayes_attn.analysis import ensemble_summary
 
         click.echo(header(ds.attrs))
         click.echo(ensemble_summary(ds).to_dataframe().T.to_string())

@@ -14,7 +14,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from bayes_attn.analysis.protocol import ProtocolConfig, run_protocol
+from bayes_attn.experiments.protocol import ProtocolConfig, run_protocol
 
 
 def main(argv=None):

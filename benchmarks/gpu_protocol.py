@@ -28,7 +28,7 @@ import jax
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_protocol import main as protocol_main  # noqa: E402
 
-from bayes_attn.analysis.protocol import ProtocolConfig  # noqa: E402
+from bayes_attn.experiments.protocol import ProtocolConfig  # noqa: E402
 from bayes_attn.inference.memory import (  # noqa: E402
     estimate_bytes,
     format_bytes,

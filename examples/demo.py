@@ -18,7 +18,7 @@ import numpy as np
 
 import bayes_attn as ba
 from bayes_attn import theory
-from bayes_attn.analysis import plots
+from bayes_attn.plotting import plots
 
 PAPER_P = [1, 10, 20, 60, 100, 200, 250, 275, 300, 400, 500, 600, 700, 800]
 

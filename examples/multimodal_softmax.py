@@ -25,14 +25,8 @@ import numpy as np
 
 import bayes_attn as ba
 from bayes_attn import algebra
-from bayes_attn.analysis import (
-    diagnose,
-    phase_occupancy,
-    phase_weights,
-    plots,
-    weight_crossing,
-)
-from bayes_attn.analysis.hysteresis import (
+from bayes_attn.analysis import diagnose, phase_occupancy
+from bayes_attn.experiments.hysteresis import (
     hysteresis_sweep,
     jump_points,
     orthonormal_start,
@@ -40,6 +34,8 @@ from bayes_attn.analysis.hysteresis import (
 )
 from bayes_attn.inference import run_nuts, run_smc
 from bayes_attn.models import order_param_model
+from bayes_attn.plotting import plots
+from bayes_attn.theory import phase_weights, weight_crossing
 from bayes_attn.theory.action import action_softmax, scales
 
 

@@ -13,7 +13,8 @@ import pytest
 from numpyro.infer.util import log_density
 
 import bayes_attn as ba
-from bayes_attn.inference import classify_minima, ensemble_summary, train_adam
+from bayes_attn.analysis import classify_minima, ensemble_summary
+from bayes_attn.inference import train_adam
 from bayes_attn.inference.adam import adam_optimizer, lr_schedule
 from bayes_attn.models import init_params, neg_log_posterior, network_model
 

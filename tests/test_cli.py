@@ -110,7 +110,7 @@ def test_fold_and_the_plots_diagnose_promises(capsys, tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from bayes_attn.analysis import plots
+    from bayes_attn.plotting import plots
 
     post = tmp_path / "post.nc"
     argv = ["sample", "--P", "100", "--chains", "2", "--warmup", "100", "--samples", "100"]
@@ -194,7 +194,7 @@ def _two_processes(argv, out):
 @pytest.mark.slow  # tests/test_distributed.py covers two processes in the default run
 def test_two_process_sweep_merges_to_the_single_process_file(tmp_path):
     """Two `bayes-attn sweep` processes, each on its share of the points, merged by process 0."""
-    from bayes_attn.analysis.sweep import load_sweep
+    from bayes_attn.experiments.sweep import load_sweep
 
     grid = ["sweep", "--kind", "theory", "--P", "50,400,2000", "--activation", "linear"]
     outs = _two_processes(grid, tmp_path / "multi.nc")
@@ -228,9 +228,9 @@ def test_two_process_train_merges_to_the_single_process_ensemble(tmp_path):
 @pytest.fixture
 def no_work(monkeypatch):
     """Every command's work fails the test if it starts: the checks must come first."""
-    import bayes_attn.analysis.figures as figures
-    import bayes_attn.analysis.sweep as sweep
+    import bayes_attn.experiments.sweep as sweep
     import bayes_attn.inference as inference
+    import bayes_attn.plotting.figures as figures
 
     def started(*args, **kwargs):
         raise AssertionError("the work started before the arguments were checked")
@@ -340,7 +340,7 @@ def test_sample_checks_its_numbers_before_the_log_line(capsys, tmp_path, no_work
 
 def _fake_sweep(monkeypatch):
     """run_sweep replaced by a recorder of its config and progress flag (no work done)."""
-    import bayes_attn.analysis.sweep as sweep
+    import bayes_attn.experiments.sweep as sweep
 
     seen = {}
 

@@ -13,8 +13,8 @@ import numpyro.distributions as dist
 import pytest
 
 import bayes_attn as ba
-from bayes_attn.analysis import modes, phase_boundary
-from bayes_attn.analysis.coexistence import (
+from bayes_attn.analysis import phase_boundary
+from bayes_attn.experiments.coexistence import (
     ensemble_occupancy,
     level_modes,
     network_gate,
@@ -22,10 +22,11 @@ from bayes_attn.analysis.coexistence import (
     phase_starts,
     start_occupancy,
 )
-from bayes_attn.analysis.hysteresis import orthonormal_start
-from bayes_attn.analysis.modes import weight_crossing
+from bayes_attn.experiments.hysteresis import orthonormal_start
 from bayes_attn.inference.basins import basin_evidence
 from bayes_attn.models import network_model
+from bayes_attn.theory import modes
+from bayes_attn.theory.modes import weight_crossing
 
 # a small preset with a first-order softmax transition: Level 2 depends on P / sigma2 only, so
 # sigma2 = 5 puts the paper's transition at P* = 46.0 (spinodals 44.2, 49.5) and keeps Level 1 cheap

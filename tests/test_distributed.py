@@ -28,7 +28,7 @@ WORKER = textwrap.dedent(
     import sys
     sys.path.insert(0, {str(TESTS)!r})
     # the whole package first: nothing in it may start the JAX backend at import
-    import bayes_attn.analysis.figures, bayes_attn.analysis.protocol, bayes_attn.analysis.sweep
+    import bayes_attn.plotting.figures, bayes_attn.experiments.protocol, bayes_attn.experiments.sweep
     import bayes_attn.cli, bayes_attn.inference, bayes_attn.theory
     from bayes_attn.distributed import initialize_distributed, process_share
 

@@ -6,7 +6,7 @@ import pytest
 import xarray as xr
 
 import bayes_attn as ba
-from bayes_attn.analysis.hysteresis import hysteresis_sweep, jump_points
+from bayes_attn.experiments.hysteresis import hysteresis_sweep, jump_points
 
 
 def test_jump_points_on_a_planted_loop():
@@ -66,7 +66,7 @@ def test_level2_loop_jumps_at_the_spinodals():
     """Warm-started descent on the reduced softmax action keeps each phase until it stops being a
     minimum: ``jump_points`` must find the up-jump in the grid cell holding the upper spinodal and
     the down-jump in the cell holding the lower one (deterministic; no tolerance beyond the grid)."""
-    from bayes_attn.analysis.hysteresis import theory_sweep
+    from bayes_attn.experiments.hysteresis import theory_sweep
     from bayes_attn.theory.action import scales
     from bayes_attn.theory.boundaries import second_order_closed_form, softmax_boundaries
 
@@ -111,7 +111,7 @@ _SGLD = dict(sgld_warmup=100, sgld_steps=200)
 def network_loop():
     """The sweep of docs/scripts/hysteresis_network.py ``test``, Adam and SGLD (about 2 min on two
     busy CPU cores at Table 1; shared by the two tests below)."""
-    from bayes_attn.analysis.hysteresis import orthonormal_start
+    from bayes_attn.experiments.hysteresis import orthonormal_start
 
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     init = orthonormal_start(task, hyper, 32, _NET["members"], _NET["seed"])
@@ -180,7 +180,7 @@ def test_network_phase_depends_on_history():
     weak-copy solution at P = 250 each member stays weak, down from a strong-copy solution at P =
     319 (above both spinodals) each stays strong (Level 2 at 273: 0.42 and 3.7; the measured values
     are in docs/validation.md, "Hysteresis loop"). Same data and embeddings on both paths."""
-    from bayes_attn.analysis.hysteresis import orthonormal_start
+    from bayes_attn.experiments.hysteresis import orthonormal_start
     from bayes_attn.inference.adam import train_adam
 
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()

@@ -23,10 +23,10 @@ from numpyro.infer.util import log_density
 from scipy import integrate, optimize
 
 import bayes_attn as ba
-from bayes_attn.analysis.modes import modes, phase_weights, weight_crossing
 from bayes_attn.models.order_params import order_param_model
 from bayes_attn.theory import action as act
 from bayes_attn.theory.boundaries import second_order_closed_form, softmax_boundaries
+from bayes_attn.theory.modes import modes, phase_weights, weight_crossing
 
 CHIS = (30.0, 100.0, 300.0, 1000.0)
 

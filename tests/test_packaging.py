@@ -43,7 +43,7 @@ def test_the_wheel_ships_the_configs_and_runs_figures(installed):
     run = dict(capture_output=True, text=True, timeout=600, cwd=tmp)  # outside the checkout
     where = subprocess.run(
         [str(venv / "bin" / "python"), "-c",
-         "import bayes_attn, bayes_attn.analysis.figures as f; print(bayes_attn.__file__); "
+         "import bayes_attn, bayes_attn.plotting.figures as f; print(bayes_attn.__file__); "
          "print(f.find_config_file())"],
         **run,
     )  # fmt: skip

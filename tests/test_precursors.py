@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import bayes_attn as ba
-from bayes_attn.analysis.precursors import precursors
+from bayes_attn.experiments.precursors import precursors
 
 
 @pytest.fixture(scope="module")

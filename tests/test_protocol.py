@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import bayes_attn as ba
-from bayes_attn.analysis.protocol import ProtocolConfig, run_protocol
+from bayes_attn.experiments.protocol import ProtocolConfig, run_protocol
 
 TINY = dict(
     L=6, V=3, members=2, num_test=10, d_model=8, max_steps=200, sgld_warmup=5, sgld_samples=5
@@ -68,7 +68,7 @@ def test_sgld_step_rule_on_a_quadratic():
     (power iteration on a spectrum with a gap of 2x converges to 1e-9 in 40 steps)."""
     import jax.numpy as jnp
 
-    from bayes_attn.analysis.protocol import sgld_step_size
+    from bayes_attn.experiments.protocol import sgld_step_size
 
     eig = jnp.array([1.0, 3.0, 50.0, 400.0, 800.0])
     Q = jnp.linalg.qr(jnp.arange(25.0).reshape(5, 5) ** 1.5 + jnp.eye(5))[0]

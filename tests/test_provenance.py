@@ -11,7 +11,7 @@ import xarray as xr
 
 import bayes_attn as ba
 from bayes_attn.analysis import diagnose
-from bayes_attn.analysis.sweep import SweepConfig, run_sweep
+from bayes_attn.experiments.sweep import SweepConfig, run_sweep
 from bayes_attn.inference import run_nuts, run_sgld, run_smc, train_adam
 from bayes_attn.models import network_model, order_param_model
 
@@ -233,7 +233,7 @@ def test_network_smc_says_its_cost_and_steps_on_stderr():
 def test_start_occupancy_says_what_it_does_and_its_cost(paper, caplog):
     import logging
 
-    from bayes_attn.analysis.coexistence import start_occupancy
+    from bayes_attn.experiments.coexistence import start_occupancy
 
     task, hyper = paper
     with caplog.at_level(logging.INFO, logger="bayes_attn"):

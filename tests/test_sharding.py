@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from bayes_attn.analysis.protocol import ProtocolConfig, _sgld_stage
+from bayes_attn.experiments.protocol import ProtocolConfig, _sgld_stage
 from bayes_attn.inference import estimate_bytes, members_per_group, memory_limit, sharded_map
 from bayes_attn.inference.adam import _chunk_program, adam_optimizer
 from bayes_attn.inference.memory import format_bytes, parse_bytes

@@ -51,11 +51,11 @@ from scipy import integrate, special, stats
 
 import bayes_attn as ba
 from bayes_attn.analysis import diagnose
-from bayes_attn.analysis.modes import phase_weights, weight_crossing
 from bayes_attn.analysis.phases import phase_boundary, phase_occupancy
 from bayes_attn.inference import run_nuts
 from bayes_attn.inference.smc import SMCWarning, run_smc, split_log_density, tempering_steps
 from bayes_attn.models import kernel_limit_model, network_model, order_param_model
+from bayes_attn.theory.modes import phase_weights, weight_crossing
 
 N = 1000  # run_smc's default particles per run
 RUNS = 4  # and runs

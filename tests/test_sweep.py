@@ -13,8 +13,8 @@ import xarray as xr
 
 import bayes_attn as ba
 from bayes_attn import theory
-from bayes_attn.analysis.protocol import ProtocolConfig, run_protocol
-from bayes_attn.analysis.sweep import SweepConfig, SweepFileError, load_sweep, run_sweep
+from bayes_attn.experiments.protocol import ProtocolConfig, run_protocol
+from bayes_attn.experiments.sweep import SweepConfig, SweepFileError, load_sweep, run_sweep
 
 # three reduced-model NUTS points, ~1-2 s each (a fresh compile per point): slow enough to be
 # killed between two points
@@ -51,7 +51,7 @@ def test_killed_sweep_resumes_to_the_same_file(tmp_path):
     cfg = SweepConfig(**NUTS)
     path = tmp_path / "killed.nc"
     script = (
-        "import sys; from bayes_attn.analysis.sweep import SweepConfig, run_sweep; "
+        "import sys; from bayes_attn.experiments.sweep import SweepConfig, run_sweep; "
         "run_sweep(SweepConfig.from_json(sys.argv[1]), sys.argv[2], progress=False)"
     )
     proc = subprocess.Popen([sys.executable, "-c", script, cfg.to_json(), str(path)])

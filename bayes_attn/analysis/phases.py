@@ -11,7 +11,7 @@ Assignment
 ----------
 A draw is *strong* when ``aG`` (or ``cG``) exceeds a boundary. By default the boundary is the point
 of lowest density between the two modes of the reduced (Level-2) posterior at the run's task,
-hyperparameters and P, found exactly as :func:`bayes_attn.analysis.modes` and
+hyperparameters and P, found exactly as :func:`bayes_attn.theory.modes` and
 :func:`~bayes_attn.analysis.phase_weights` split their basins (the minima of the action, then the
 density minimum between them polished by Newton's method). The fraction of the exact posterior
 mass above it is therefore ``phase_weights(...).strong_weight``, so an unbiased sampler's strong
@@ -40,7 +40,7 @@ Let chain c have n_c draws of which a fraction f_c is strong, and let p be the p
    ``p_value < alpha`` gives ``"not mixing"`` (the runs weigh the phases differently, beyond
    their own errors). The table's ``ess`` is ``p (1 - p) / se_c^2``.
 2. p = 0 or 1: ``"single phase"``; no chain visited the other phase, so mixing between phases is
-   untested (compare with :func:`~bayes_attn.analysis.modes` whether a second phase exists).
+   untested (compare with :func:`~bayes_attn.theory.modes` whether a second phase exists).
 3. Stuck chains: some chain has no draw in a phase in which another chain spends at least half of
    its draws: ``"not mixing"``. (If the chains mixed, a chain with an effective sample size of
    ``m`` indicator draws would miss a phase of weight ``q`` with probability ~ (1 - q)^m.)
@@ -184,30 +184,30 @@ def phase_boundary(task, hyper, P, *, include_logdet: bool = False, var: str = "
     ValueError
         For an unknown ``var`` or where the softmax transition is not first order (no two phases).
     """
-    from bayes_attn.analysis.modes import _barrier, _softmax_minima, _transition_of
+    from bayes_attn.theory.modes import barrier, softmax_minima, transition_window
 
     if var not in ("aG", "cG"):
         raise ValueError(f"var must be 'aG' or 'cG' for a default boundary, got {var!r}")
     sc = scales(task, hyper)
-    _, lo, hi = _transition_of(sc)
+    _, lo, hi = transition_window(sc)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(
             f"task: the softmax transition is not first order at L={task.L}, V={task.V}; "
             "there are no two phases (pass boundary explicitly)"
         )
     P = float(P)
-    x, _, _ = _softmax_minima(P, sc)
+    x, _, _ = softmax_minima(P, sc)
     if len(x) < 2:
         margin = 1e-3 * (hi - lo)
         P = min(max(P, lo + margin), hi - margin)
-        x, _, _ = _softmax_minima(P, sc)
+        x, _, _ = softmax_minima(P, sc)
     if len(x) < 2:
         raise ValueError(
             f"P: found {len(x)} softmax mode(s) near P = {P}; pass boundary explicitly"
         )
     x = np.sort(x)
     cut = float(
-        _barrier(
+        barrier(
             x[-2],
             x[-1],
             jnp.float64(P),

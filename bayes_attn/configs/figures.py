@@ -2,8 +2,8 @@
 
 Each function takes ``quick`` and returns a plain dict:
 
-- ``figure``: which builder of :mod:`bayes_attn.analysis.figures` draws it;
-- ``sweeps``: name -> :class:`~bayes_attn.analysis.sweep.SweepConfig`, run resumably into
+- ``figure``: which builder of :mod:`bayes_attn.plotting.figures` draws it;
+- ``sweeps``: name -> :class:`~bayes_attn.experiments.sweep.SweepConfig`, run resumably into
   ``<out>/<name>.nc``; figures that name the same sweep share it (their configs must agree);
 - the theory grids and sampler settings the figure needs.
 
@@ -16,8 +16,8 @@ A quick look in a few minutes (what ``make demo`` runs)::
     mkdir -p out && bayes-attn figures --out out/figures --quick
 """
 
-from bayes_attn.analysis.protocol import PAPER_PS
-from bayes_attn.analysis.sweep import SweepConfig
+from bayes_attn.experiments.protocol import PAPER_PS
+from bayes_attn.experiments.sweep import SweepConfig
 
 QUICK_PS = (20, 100, 300, 800)
 

@@ -4,9 +4,7 @@ from bayes_attn.distributed import initialize_distributed, merge_netcdf, process
 from bayes_attn.inference.adam import (
     AdamKeys,
     adam_keys,
-    classify_minima,
     early_stopping,
-    ensemble_summary,
     merge_ensembles,
     train_adam,
 )
@@ -25,9 +23,7 @@ __all__ = [
     "adam_keys",
     "RunRecord",
     "basin_evidence",
-    "classify_minima",
     "early_stopping",
-    "ensemble_summary",
     "merge_ensembles",
     "estimate_bytes",
     "from_draws",

@@ -272,7 +272,7 @@ def basin_evidence(
         A scalar site (latent or deterministic), the value that separates the phases, and the side
         of the basin ("above" or "below"). With them the basin *is* that side: the SMC target is
         zero beyond the boundary (as the exact basin masses of
-        :func:`bayes_attn.analysis.modes` split at the density minimum), and the reference is
+        :func:`bayes_attn.theory.modes` split at the density minimum), and the reference is
         narrowed along ``var`` so that it starts inside. Without them the basin is wherever the
         particles go from the Laplace Gaussian, which is only safe far from a spinodal.
     batch_size : int

@@ -32,7 +32,7 @@ The reference is split site by site from a trace of the model:
 
 Observed sites and ``numpyro.factor`` sites always count as likelihood. For the order-parameter
 model the log evidence is therefore ``log int exp(-chi s(c)) dc`` (plus the Jacobian where the
-model samples ``aG``), the same normaliser as :func:`bayes_attn.analysis.modes`' basin masses
+model samples ``aG``), the same normaliser as :func:`bayes_attn.theory.modes`' basin masses
 (their ``logsumexp(log_weight)``).
 
 The mutation: how many moves, and how big

@@ -5,13 +5,22 @@ from __future__ import annotations
 import numpyro
 
 from bayes_attn import algebra
+from bayes_attn._validation import ACTIVATIONS
+
+
+def order_parameters(activation: str) -> tuple[str, str]:
+    """The order parameters that the models record: (c1, cG) for linear, (a1, aG) for softmax
+    (public home: :func:`bayes_attn.models.levels.order_parameters`)."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    return ("c1", "cG") if activation == "linear" else ("a1", "aG")
 
 
 def record_order_parameters(A, activation: str) -> None:
     """Deterministic sites from an attention tensor (P, L, L): ``c1``/``cG`` for linear attention,
     ``a1``/``aG`` for softmax (the projection of the mean pattern), and ``token_residual``."""
     pr = algebra.project(A)
-    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    names = order_parameters(activation)
     numpyro.deterministic(names[0], pr["c1"])
     numpyro.deterministic(names[1], pr["cG"])
     numpyro.deterministic("token_residual", pr["token_residual"])

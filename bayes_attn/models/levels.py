@@ -16,6 +16,7 @@ network    :func:`network_model` (Level 0)         the weights of a finite netwo
 from __future__ import annotations
 
 from bayes_attn._validation import ACTIVATIONS, LEVELS
+from bayes_attn.models._sites import order_parameters
 from bayes_attn.models.kernel_limit import kernel_limit_model
 from bayes_attn.models.network import network_model
 from bayes_attn.models.order_params import order_param_model
@@ -40,10 +41,3 @@ def level_of(model) -> str | None:
 def level_name(value: str) -> str:
     """The CLI name for a level recorded in a file's attrs, old names included."""
     return _OLD_NAMES.get(value, value)
-
-
-def order_parameters(activation: str) -> tuple[str, str]:
-    """The order parameters that the models record: (c1, cG) for linear, (a1, aG) for softmax."""
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    return ("c1", "cG") if activation == "linear" else ("a1", "aG")

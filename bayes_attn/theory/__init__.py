@@ -28,6 +28,7 @@ from bayes_attn.theory.boundaries import (
 )
 from bayes_attn.theory.landscape import landscape
 from bayes_attn.theory.level1 import Level1Map, level1_action, level1_map
+from bayes_attn.theory.modes import WeightCrossing, modes, phase_weights, weight_crossing
 from bayes_attn.theory.saddles import Saddle, global_saddle, saddles
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "PhaseBoundaries",
     "Saddle",
     "Scales",
+    "WeightCrossing",
     "action_linear",
     "action_softmax",
     "data_ek",
@@ -47,12 +49,15 @@ __all__ = [
     "logdet_ek",
     "logdet_exact",
     "loss_per_token",
+    "modes",
     "phase_boundaries",
     "phase_diagram",
+    "phase_weights",
     "prior_linear",
     "prior_softmax",
     "saddles",
     "scales",
     "second_order_closed_form",
     "second_order_leading",
+    "weight_crossing",
 ]

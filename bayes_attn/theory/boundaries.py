@@ -158,7 +158,7 @@ _NGRID = 2001
 
 
 @jax.jit
-def _softmax_grid_minima(P, sc: Scales):
+def softmax_grid_minima(P, sc: Scales):
     """All minima of the 1-D softmax action by a dense grid over the bounded region, Newton-polished.
 
     Returns up to 4 minima as (cG, s, valid), sorted by cG.
@@ -179,7 +179,7 @@ def _softmax_grid_minima(P, sc: Scales):
 
 
 def _n_minima(P, sc) -> int:
-    return int(np.sum(np.asarray(_softmax_grid_minima(jnp.float64(P), sc)[2])))
+    return int(np.sum(np.asarray(softmax_grid_minima(jnp.float64(P), sc)[2])))
 
 
 @jax.jit
@@ -201,7 +201,7 @@ def _spinodal(sc: Scales, P_one: float, P_two: float, strong_side: bool) -> floa
         else:
             P_one = mid
     # the vanishing minimum at P_two, and the fold polished from it
-    x, _, valid = (np.asarray(a) for a in _softmax_grid_minima(jnp.float64(P_two), sc))
+    x, _, valid = (np.asarray(a) for a in softmax_grid_minima(jnp.float64(P_two), sc))
     xs = x[valid]
     c_guess = xs[-1] if strong_side else xs[0]
     F = lambda z: np.asarray(_fold(jnp.asarray(z), sc))  # noqa: E731
@@ -219,9 +219,7 @@ def softmax_boundaries(sc: Scales, P_scale: float, n: int = 300) -> dict:
     where no coexistence is found the transition is not first order and every entry is nan.
     """
     Ps = P_scale * np.geomspace(1e-2, 1e3, n)
-    counts = np.asarray(
-        jax.vmap(lambda P: jnp.sum(_softmax_grid_minima(P, sc)[2]))(jnp.asarray(Ps))
-    )
+    counts = np.asarray(jax.vmap(lambda P: jnp.sum(softmax_grid_minima(P, sc)[2]))(jnp.asarray(Ps)))
     two = np.flatnonzero(counts >= 2)
     nan = {"first_order": math.nan, "spinodals": (math.nan, math.nan)}
     if two.size == 0 or two[0] == 0 or two[-1] == n - 1:
@@ -234,7 +232,7 @@ def softmax_boundaries(sc: Scales, P_scale: float, n: int = 300) -> dict:
     upper = _spinodal(sc, Ps[i_hi + 1], Ps[i_hi], strong_side=False)
 
     def gap(logP):
-        x, s, valid = (np.asarray(a) for a in _softmax_grid_minima(jnp.float64(math.exp(logP)), sc))
+        x, s, valid = (np.asarray(a) for a in softmax_grid_minima(jnp.float64(math.exp(logP)), sc))
         s = s[valid]
         return float(s[-1] - s[0]) if s.size >= 2 else math.nan
 
@@ -290,6 +288,22 @@ class PhaseBoundaries:
         return dataclasses.asdict(self)
 
 
+def softmax_transition(sc: Scales) -> tuple[float, float, float]:
+    """(equal-action P*, lower spinodal, upper spinodal) of the softmax action; chi-independent.
+
+    The one cache of the softmax boundaries: :func:`phase_boundaries` and the mode census
+    (:mod:`bayes_attn.theory.modes`) both read it.
+    """
+    return _softmax_transition(*(float(v) for v in sc))
+
+
+@functools.lru_cache(maxsize=64)
+def _softmax_transition(L: float, V: float, g_w: float, g_o: float, sigma2: float) -> tuple:
+    sc = Scales(*(jnp.float64(v) for v in (L, V, g_w, g_o, sigma2)))
+    soft = softmax_boundaries(sc, second_order_numeric(sc))
+    return (soft["first_order"], *soft["spinodals"])
+
+
 @functools.lru_cache(maxsize=64)
 def phase_boundaries(task, hyper) -> PhaseBoundaries:
     """Every phase boundary of the reduced theory for one task and set of scales.
@@ -304,15 +318,15 @@ def phase_boundaries(task, hyper) -> PhaseBoundaries:
     sc = scales(task, hyper)
     P2 = second_order_numeric(sc)
     cross = crossover(sc, P2)
-    soft = softmax_boundaries(sc, P2)
+    first, lo, hi = softmax_transition(sc)
     return PhaseBoundaries(
         second_order=P2,
         second_order_closed_form=float(second_order_closed_form(sc)),
         second_order_leading=float(second_order_leading(sc)),
         crossover=cross.pop("crossover"),
         crossover_markers=cross,
-        first_order=soft["first_order"],
-        spinodals=tuple(soft["spinodals"]),
+        first_order=first,
+        spinodals=(lo, hi),
     )
 
 

@@ -18,16 +18,20 @@ from bayes_attn.cli import cli
 MODULES = [
     ("bayes_attn", "the task, the hyperparameters and the attention algebra"),
     ("bayes_attn.algebra", "the copy-task attention algebra, shared by every level"),
-    ("bayes_attn.theory", "Level 2: reduced actions, saddles, phase boundaries; the Level-1 MAP"),
+    (
+        "bayes_attn.theory",
+        "Level 2: reduced actions, saddles, phase boundaries, modes; the Level-1 MAP",
+    ),
     ("bayes_attn.models", "NumPyro models at the three levels, and the network forward"),
     ("bayes_attn.models.levels", "the levels' names, models and order parameters"),
     ("bayes_attn.inference", "samplers and trainers"),
     ("bayes_attn.inference.record", "the record every run writes into its attrs"),
+    ("bayes_attn.analysis", "statistics: diagnostics, phase occupancy, ensemble summaries"),
+    ("bayes_attn.experiments", "coexistence, hysteresis, precursors"),
+    ("bayes_attn.experiments.sweep", "resumable sweeps to NetCDF"),
+    ("bayes_attn.experiments.protocol", "the paper's experiment"),
+    ("bayes_attn.plotting.plots", "plot functions: data in, matplotlib Figure out"),
     ("bayes_attn.progress", "progress and cost messages on stderr"),
-    ("bayes_attn.analysis", "diagnostics, modes and phases, precursors, hysteresis, figures"),
-    ("bayes_attn.analysis.sweep", "resumable sweeps to NetCDF"),
-    ("bayes_attn.analysis.protocol", "the paper's experiment"),
-    ("bayes_attn.analysis.plots", "plot functions: data in, matplotlib Figure out"),
 ]
 
 

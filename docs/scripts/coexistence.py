@@ -30,17 +30,16 @@ import jax
 import jax.numpy as jnp
 
 import bayes_attn as ba
-from bayes_attn.analysis import modes
-from bayes_attn.analysis.coexistence import (
+from bayes_attn.experiments.coexistence import (
     ensemble_occupancy,
     phase_free_energies,
     phase_starts,
     start_occupancy,
 )
-from bayes_attn.analysis.hysteresis import orthonormal_start
+from bayes_attn.experiments.hysteresis import orthonormal_start
 from bayes_attn.inference.basins import find_mode
 from bayes_attn.models import kernel_limit_model
-from bayes_attn.theory import phase_boundaries
+from bayes_attn.theory import modes, phase_boundaries
 
 task = ba.CopyTask(25, 5)
 hyper = ba.Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=5.0)
@@ -50,7 +49,7 @@ emb = (draw["W_emb"][0], draw["p"][0])
 parts = sys.argv[1:] or ["modes", "smc", "occupancy"]
 
 if "level2" in parts:
-    from bayes_attn.analysis.modes import weight_crossing
+    from bayes_attn.theory.modes import weight_crossing
 
     ptask, phyper = ba.CopyTask.paper(), ba.Hyper.paper()
     print(

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 import bayes_attn as ba
-from bayes_attn.analysis.hysteresis import hysteresis_sweep, jump_points, orthonormal_start
+from bayes_attn.experiments.hysteresis import hysteresis_sweep, jump_points, orthonormal_start
 from bayes_attn.theory.boundaries import phase_boundaries
 
 task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()

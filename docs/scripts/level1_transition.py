@@ -24,7 +24,7 @@ import numpy as np
 import xarray as xr
 
 import bayes_attn as ba
-from bayes_attn.analysis.coexistence import phase_starts
+from bayes_attn.experiments.coexistence import phase_starts
 from bayes_attn.task import preset_attrs
 from bayes_attn.theory import level1_map, phase_boundaries
 

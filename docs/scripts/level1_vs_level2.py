@@ -24,8 +24,8 @@ import xarray as xr
 
 import bayes_attn as ba
 from bayes_attn import algebra
-from bayes_attn.analysis.coexistence import phase_starts
-from bayes_attn.analysis.protocol import PAPER_PS
+from bayes_attn.experiments.coexistence import phase_starts
+from bayes_attn.experiments.protocol import PAPER_PS
 from bayes_attn.task import preset_attrs
 from bayes_attn.theory import global_saddle, level1_map
 

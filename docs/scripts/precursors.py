@@ -18,8 +18,8 @@ import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
 import bayes_attn as ba  # noqa: E402
-from bayes_attn.analysis import plots  # noqa: E402
-from bayes_attn.analysis.precursors import precursors  # noqa: E402
+from bayes_attn.experiments.precursors import precursors  # noqa: E402
+from bayes_attn.plotting import plots  # noqa: E402
 from bayes_attn.theory import phase_boundaries  # noqa: E402
 
 task = ba.CopyTask.paper()

@@ -10,7 +10,7 @@ import jax
 
 import bayes_attn as ba
 from bayes_attn import theory
-from bayes_attn.analysis import phase_free_energies
+from bayes_attn.experiments import phase_free_energies
 from bayes_attn.inference import run_nuts, run_sgld, run_smc, train_adam
 from bayes_attn.models import kernel_limit_model, network_model, order_param_model
 

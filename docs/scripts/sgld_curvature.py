@@ -17,7 +17,7 @@ from jax.flatten_util import ravel_pytree
 from numpyro.infer.util import potential_energy
 
 import bayes_attn as ba
-from bayes_attn.analysis.protocol import sgld_step_size
+from bayes_attn.experiments.protocol import sgld_step_size
 from bayes_attn.inference.adam import train_adam
 from bayes_attn.models.network import network_model
 

@@ -1,6 +1,6 @@
 """Figure configs shrunk to seconds, for tests: every builder of bayes_attn/configs/figures.py, tiny settings."""
 
-from bayes_attn.analysis.sweep import SweepConfig
+from bayes_attn.experiments.sweep import SweepConfig
 
 PROTOCOL = SweepConfig(
     kind="protocol",

@@ -3,7 +3,7 @@
 A figure config is a plain dict (see that file): the builder to use (``figure``), the sweeps it
 needs (run resumably, shared between figures), and its theory grids and sampler settings. Each
 builder computes the figure's data, saves it beside the PNG (NetCDF), and hands it to a plotting
-function of :mod:`bayes_attn.analysis.plots`, which computes nothing.
+function of :mod:`bayes_attn.plotting.plots`, which computes nothing.
 
 ``bayes-attn figures`` is the command-line face of :func:`make_figures`.
 """
@@ -22,8 +22,8 @@ import xarray as xr
 
 import bayes_attn
 from bayes_attn import algebra, theory
-from bayes_attn.analysis import plots
-from bayes_attn.analysis.sweep import SweepConfig, run_sweep
+from bayes_attn.experiments.sweep import SweepConfig, run_sweep
+from bayes_attn.plotting import plots
 from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ def _posterior(spec, ctx):
 
 
 def _phase_weights(spec, ctx):
-    from bayes_attn.analysis.modes import phase_weights, weight_crossing
+    from bayes_attn.theory.modes import phase_weights, weight_crossing
 
     task, hyper = CopyTask.paper(), Hyper.paper()
     b = ctx.boundaries()

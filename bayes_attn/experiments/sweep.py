@@ -7,7 +7,7 @@ A sweep runs one kind of computation at every point of a grid:
   ``kernel`` or ``network``);
 - ``adam``: an Adam-trained ensemble (final observables per member);
 - ``protocol``: the paper's experiment, Adam then SGLD warm-started from Adam, with the theory
-  (:mod:`bayes_attn.analysis.protocol`).
+  (:mod:`bayes_attn.experiments.protocol`).
 
 Every finished point is written at once: the whole Dataset goes to a temporary file beside the
 target, which then replaces it (``os.replace``, atomic on POSIX). A sweep killed at any moment
@@ -35,7 +35,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from bayes_attn._validation import check_activation, check_int, check_positive
-from bayes_attn.models.levels import LEVELS
+from bayes_attn.models.levels import LEVELS, order_parameters
 from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def _as_tuple(name, values, check):
 
 def _known_options(kind: str) -> dict:
     if kind == "protocol":
-        from bayes_attn.analysis.protocol import ProtocolConfig
+        from bayes_attn.experiments.protocol import ProtocolConfig
 
         skip = {"L", "V", "Ps", "activations", "seed"}
         return {f.name: f.default for f in dataclasses.fields(ProtocolConfig) if f.name not in skip}
@@ -141,7 +141,7 @@ class SweepConfig:
         ``chi``, ``g_w``, ``g_o``, ``sigma2`` (default: the paper preset).
     options : dict
         Settings of the kind (see ``DEFAULTS``; for ``protocol`` the fields of
-        :class:`~bayes_attn.analysis.protocol.ProtocolConfig`). Unknown names raise.
+        :class:`~bayes_attn.experiments.protocol.ProtocolConfig`). Unknown names raise.
     """
 
     kind: str
@@ -267,7 +267,7 @@ def _summary_point(idata, activation):
     from bayes_attn.analysis.diagnostics import diagnose, fold_posterior
 
     out = {f"{q}_{stat}": math.nan for q in ORDER for stat in _STATS}
-    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    names = order_parameters(activation)
     names = [q for q in names if q in idata.posterior]
     div = math.nan
     if names:
@@ -326,8 +326,8 @@ def _pad_attention(A, L_max):
 
 
 def _adam_point(cfg, pt, task, hyper):
-    from bayes_attn.inference import classify_minima, train_adam
-    from bayes_attn.inference.adam import final_state
+    from bayes_attn.analysis import classify_minima, final_state
+    from bayes_attn.inference import train_adam
     from bayes_attn.theory import global_saddle
 
     o, act, P = cfg.options, pt["activation"], pt["P"]
@@ -352,7 +352,7 @@ def _adam_point(cfg, pt, task, hyper):
     fin = final_state(ds)
     m = ("member",)
     out = {q: (m, np.full(o["members"], np.nan)) for q in ORDER}
-    names = ("a1", "aG") if soft else ("c1", "cG")
+    names = order_parameters("softmax" if soft else "linear")
     out[names[0]], out[names[1]] = (m, fin["q1"]), (m, fin["qG"])
     out.update(
         train_loss=(m, fin["train_loss"]),
@@ -365,7 +365,7 @@ def _adam_point(cfg, pt, task, hyper):
 
 
 def _protocol_point(cfg, pt, task, hyper, index):
-    from bayes_attn.analysis.protocol import ProtocolConfig, protocol_point
+    from bayes_attn.experiments.protocol import ProtocolConfig, protocol_point
 
     pc = ProtocolConfig(
         L=pt["L"],

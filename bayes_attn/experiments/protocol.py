@@ -33,7 +33,8 @@ from tqdm.auto import tqdm
 import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
-from bayes_attn.inference.adam import DECAYS, classify_minima, final_state, train_adam
+from bayes_attn.analysis import classify_minima, final_state
+from bayes_attn.inference.adam import DECAYS, train_adam
 from bayes_attn.inference.sgld import SGLD
 from bayes_attn.inference.sharding import sharded_map
 from bayes_attn.models.network import forward, loss_per_token, network_model
@@ -228,7 +229,7 @@ def sgld_program(
     does not grow with the number of draws). The kernel is driven directly in one jitted program
     (one compilation per P) that scans the steps and maps over the members; the embeddings, when
     frozen, enter the model as data, so each member keeps its own. The protocol's SGLD stage and
-    :func:`~bayes_attn.analysis.hysteresis.hysteresis_sweep` both run it."""
+    :func:`~bayes_attn.experiments.hysteresis.hysteresis_sweep` both run it."""
 
     def model(tok, emb, full=False):
         network_model(
@@ -396,7 +397,7 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
     Dataset dims (activation, P, member) for the networks (``adam_*``, ``sgld_*``, ``global_min``;
     ``adam_A_bar`` also has (query, key)) and (activation, P) for the theory (``theory_*`` at
     Level 2, ``level1_*`` on member 0's data). For resumable runs saved point by point, use a
-    ``protocol`` sweep (:mod:`bayes_attn.analysis.sweep`), which calls the same
+    ``protocol`` sweep (:mod:`bayes_attn.experiments.sweep`), which calls the same
     :func:`protocol_point`.
     """
     hyper = hyper or Hyper.paper()

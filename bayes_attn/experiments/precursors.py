@@ -49,9 +49,9 @@ from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive_array
 from bayes_attn.theory.action import Scales, action_linear, action_softmax, scales
 from bayes_attn.theory.boundaries import (
-    _softmax_grid_minima,
     global_path,
     second_order_closed_form,
+    softmax_grid_minima,
 )
 
 __all__ = ["precursors"]
@@ -152,7 +152,7 @@ def _global_minima(activation, Ps, sc):
             rows.append({"c": ck, "H": H, "minima": None})
         return rows
     for P in Ps:
-        x, s, valid = (np.asarray(a) for a in _softmax_grid_minima(jnp.float64(P), sc))
+        x, s, valid = (np.asarray(a) for a in softmax_grid_minima(jnp.float64(P), sc))
         x, s = x[valid], s[valid]
         g = float(x[np.argmin(s)])
         H = np.array([[float(_curvature_softmax(jnp.float64(g), jnp.float64(P), sc))]])

@@ -1,6 +1,6 @@
 """The coexisting softmax phases beyond Level 2: occupancy from both starts, and their free energies.
 
-Level 2 weighs the weak- and strong-copy phases exactly (:func:`bayes_attn.analysis.modes`). At the
+Level 2 weighs the weak- and strong-copy phases exactly (:func:`bayes_attn.theory.modes`). At the
 kernel limit (Level 1, :func:`~bayes_attn.models.kernel_limit_model`, the posterior over the
 (V+L) x (V+L) form M) and at finite width (Level 0, :func:`~bayes_attn.models.network_model` with
 the embeddings held at a draw, so the posterior is over W_G and W_O), this module
@@ -32,13 +32,13 @@ import xarray as xr
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_int, check_tokens
-from bayes_attn.analysis.modes import _softmax_minima, _transition_of
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_boundary, phase_occupancy
 from bayes_attn.inference.basins import NoBasin, basin_evidence
 from bayes_attn.models.levels import LEVELS
 from bayes_attn.progress import announce, say, seconds_per_gradient
 from bayes_attn.task import preset_attrs
 from bayes_attn.theory.action import scales
+from bayes_attn.theory.modes import softmax_minima, transition_window
 
 __all__ = [
     "LEVELS",
@@ -59,7 +59,7 @@ def _check_level(level: str) -> None:
 
 def _inside_window(task, hyper, P: float) -> float:
     """P moved just inside the Level-2 coexistence window (spinodals) if it lies outside."""
-    _, lo, hi = _transition_of(scales(task, hyper))
+    _, lo, hi = transition_window(scales(task, hyper))
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(
             f"task: the softmax transition is not first order at L={task.L}, V={task.V}; "
@@ -100,7 +100,7 @@ def phase_starts(task, hyper, P, level: str = "kernel", *, embeddings=None) -> d
     """
     _check_level(level)
     Pw = _inside_window(task, hyper, P)
-    cG, _, _ = _softmax_minima(Pw, scales(task, hyper))
+    cG, _, _ = softmax_minima(Pw, scales(task, hyper))
     cG = np.sort(np.asarray(cG))
     if level == "reduced":
         aG = [float(algebra.softmax_order(jnp.float64(c), task.L)[1]) for c in (cG[0], cG[-1])]
@@ -216,10 +216,10 @@ def phase_free_energies(
         replicates) and ``log_Z_smc_se``, ``tempering_steps`` (mean), ``distance`` (of the mode's aG from
         the boundary, which delimits the basins). Scalars: ``distinct`` (both phases
         exist; else the deltas are nan), ``delta_F`` and ``delta_F_se`` (SMC), ``delta_F_laplace``, ``delta_F_level2``
-        (exact, :func:`~bayes_attn.analysis.modes` with the log-determinant, at the same P and
+        (exact, :func:`~bayes_attn.theory.modes` with the log-determinant, at the same P and
         chi), ``delta_U`` (the difference of the potentials at the modes).
     """
-    from bayes_attn.analysis.modes import modes
+    from bayes_attn.theory.modes import modes
 
     _check_level(level)
     replicates = check_int("replicates", replicates, 1)

@@ -39,10 +39,11 @@ from tqdm.auto import tqdm
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive_array
 from bayes_attn.inference.adam import adam_keys, train_adam
+from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_params
 from bayes_attn.theory import _newton
 from bayes_attn.theory.action import Scales, scales
-from bayes_attn.theory.boundaries import _softmax_grid_minima, global_path
+from bayes_attn.theory.boundaries import global_path, softmax_grid_minima
 from bayes_attn.theory.saddles import objective
 
 _WEIGHTS = ("W_emb", "p", "W_G", "W_O", "W_Q", "W_K")
@@ -104,7 +105,7 @@ def hysteresis_sweep(
     train_emb = bool(adam_kwargs.get("train_embeddings", True))
     sgld = None
     if sgld_steps:
-        from bayes_attn.analysis.protocol import sgld_program  # protocol imports much; only here
+        from bayes_attn.experiments.protocol import sgld_program  # protocol imports much; only here
 
         sgld = sgld_program(
             task,
@@ -120,7 +121,7 @@ def hysteresis_sweep(
             temperature=sgld_temperature,
             batch_size=sgld_batch_size,
         )
-    names = ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    names = order_parameters(activation)
     keys = ("q1", "qG", "train_loss")
     if sgld_steps:
         keys += ("sgld_q1", "sgld_qG", "sgld_qG_sd", "sgld_train_loss", "sgld_step_size")
@@ -275,7 +276,7 @@ def theory_sweep(task, hyper, Ps, activation: str = "softmax", *, steps: int = 2
     if activation == "linear":
         c0 = global_path("linear", jnp.asarray(Ps[:1]), sc)[0][0]
     else:  # every minimum by the dense-grid finder of the phase boundaries; keep the lowest
-        x, s, _ = _softmax_grid_minima(jnp.float64(Ps[0]), sc)
+        x, s, _ = softmax_grid_minima(jnp.float64(Ps[0]), sc)
         c0 = x[jnp.argmin(s)][None]
     c_up, s_up = _descend_along(activation, jnp.asarray(Ps), c0, sc, steps)
     c_dn, s_dn = _descend_along(activation, jnp.asarray(Ps[::-1]), c_up[-1], sc, steps)

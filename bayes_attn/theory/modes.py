@@ -96,11 +96,7 @@ from bayes_attn.theory.action import (
     logdet_ek,
     scales,
 )
-from bayes_attn.theory.boundaries import (
-    _softmax_grid_minima,
-    second_order_closed_form,
-    softmax_boundaries,
-)
+from bayes_attn.theory.boundaries import softmax_grid_minima, softmax_transition
 from bayes_attn.theory.saddles import saddles
 
 _DROP = 60.0  # grids extend until the log-density is this far below its maximum
@@ -108,7 +104,15 @@ _BARRIER_GRID = 2049
 _MIN_PAD = 1024
 _LOG9 = math.log(9.0)
 
-__all__ = ["WeightCrossing", "modes", "phase_weights", "weight_crossing"]
+__all__ = [
+    "WeightCrossing",
+    "barrier",
+    "modes",
+    "phase_weights",
+    "softmax_minima",
+    "transition_window",
+    "weight_crossing",
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -141,7 +145,7 @@ def _evaluate(fn, x: np.ndarray, *args) -> np.ndarray:
 
 
 @functools.partial(jax.jit, static_argnames=("include_logdet",))
-def _barrier(a, b, P, chi, sc: Scales, include_logdet: bool):
+def barrier(a, b, P, chi, sc: Scales, include_logdet: bool):
     """The point of lowest density in (a, b): grid argmin, then Newton on the log-density."""
     x = jnp.linspace(a, b, _BARRIER_GRID)
     ld = _logdens_softmax(x, P, chi, sc, include_logdet)
@@ -169,16 +173,10 @@ def _softmax_curvature(cG, P, sc: Scales):
 # Softmax: 1-D quadrature over basins
 
 
-@functools.lru_cache(maxsize=32)
-def _transition(L: float, V: float, g_w: float, g_o: float, sigma2: float) -> tuple:
-    """(equal-action P*, lower spinodal, upper spinodal) of the softmax action; chi-independent."""
-    sc = Scales(*(jnp.float64(v) for v in (L, V, g_w, g_o, sigma2)))
-    soft = softmax_boundaries(sc, float(second_order_closed_form(sc)))
-    return (soft["first_order"], *soft["spinodals"])
-
-
-def _transition_of(sc: Scales) -> tuple:
-    return _transition(*(float(v) for v in sc))
+def transition_window(sc: Scales) -> tuple:
+    """(equal-action P*, lower spinodal, upper spinodal) of the softmax action
+    (:func:`~bayes_attn.theory.boundaries.softmax_transition`, cached there)."""
+    return softmax_transition(sc)
 
 
 def _labels(aG: np.ndarray, P: float, sc: Scales) -> list[str]:
@@ -189,7 +187,7 @@ def _labels(aG: np.ndarray, P: float, sc: Scales) -> list[str]:
         out[int(np.argmin(aG))] = "weak"
         out[int(np.argmax(aG))] = "strong"
         return out
-    first, lo, hi = _transition_of(sc)
+    first, lo, hi = transition_window(sc)
     threshold = first if math.isfinite(first) else math.sqrt(lo * hi)
     if not math.isfinite(threshold):
         return ["single"]  # no first-order transition: the phases are not distinct
@@ -207,7 +205,7 @@ def _softmax_quadrature(x, hess, P, chi, sc, include_logdet, points_per_sd):
     args = (jnp.float64(P), jnp.float64(chi), sc, include_logdet)
     ld_min = _evaluate(_logdens_softmax, np.asarray(x), *args)
     ref = float(ld_min.max())
-    cuts = [float(_barrier(x[i], x[i + 1], *args)) for i in range(k - 1)]
+    cuts = [float(barrier(x[i], x[i + 1], *args)) for i in range(k - 1)]
 
     def edge(x0, step):
         ladder = x0 + step * 12.0 * 2.0 ** np.arange(12)
@@ -232,9 +230,9 @@ def _softmax_quadrature(x, hess, P, chi, sc, include_logdet, points_per_sd):
     return log_Z, {"edges": np.asarray(bounds), "spacing": h, "n_points": start}
 
 
-def _softmax_minima(P: float, sc: Scales) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def softmax_minima(P: float, sc: Scales) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All softmax minima (cG, s, s'') at P by the dense-grid finder of the phase boundaries."""
-    x, s, valid = (np.asarray(a) for a in _softmax_grid_minima(jnp.float64(P), sc))
+    x, s, valid = (np.asarray(a) for a in softmax_grid_minima(jnp.float64(P), sc))
     x, s = x[valid], s[valid]
     hess = np.asarray(_softmax_curvature(jnp.asarray(x), jnp.float64(P), sc)) if x.size else x
     keep: list[int] = []
@@ -259,7 +257,7 @@ def _delta_F(log_Z: np.ndarray, labels: list[str]) -> float:
 
 def _softmax_fast(P, chi, sc, include_logdet, points_per_sd) -> dict:
     """The softmax census without :func:`saddles` (jitted pieces only): for scans over P."""
-    x, s, hess = _softmax_minima(P, sc)
+    x, s, hess = softmax_minima(P, sc)
     log_Z, _ = _softmax_quadrature(x, hess, P, chi, sc, include_logdet, points_per_sd)
     lap = -chi * s - 0.5 * np.log(chi * hess / (2 * np.pi))
     if include_logdet:
@@ -642,7 +640,7 @@ def weight_crossing(
     xtol = check_positive("xtol", xtol)
     sc = scales(task, hyper)
     chi = float(hyper.chi)
-    first, lo, hi = _transition_of(sc)
+    first, lo, hi = transition_window(sc)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(
             f"task: the softmax transition is not first order at L={task.L}, V={task.V} "

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bayes_attn.models.levels import level_name
+from bayes_attn.models.levels import order_parameters as _order_parameters
 
 
 def _vline(ax, x, **kw):
@@ -27,7 +28,7 @@ def _plain_log_ticks(ax):
 
 
 def _order_names(activation: str) -> tuple[str, str]:
-    return ("c1", "cG") if activation == "linear" else ("a1", "aG")
+    return _order_parameters(activation)
 
 
 _LATEX = {"c1": r"$\hat c_1$", "cG": r"$\hat c_G$", "a1": r"$\hat a_1$", "aG": r"$\hat a_G$"}
@@ -353,16 +354,16 @@ def hysteresis_loop(ds, boundaries, theory=None, jumps=None, label=None, ax=None
     Parameters
     ----------
     ds : xarray.Dataset
-        A sweep over (direction, P, member) with ``qG`` (``analysis.hysteresis.hysteresis_sweep``).
+        A sweep over (direction, P, member) with ``qG`` (``experiments.hysteresis.hysteresis_sweep``).
         Drawn as the member mean with a band of +- one standard deviation over members.
     boundaries : PhaseBoundaries
         Its ``spinodals`` (dotted) and ``first_order`` P* (solid) are marked (any object with
         these two attributes, e.g. ``analysis.WeightCrossing``).
     theory : xarray.Dataset, optional
-        The Level-2 loop in the same layout (``analysis.hysteresis.theory_sweep``): its up branch
+        The Level-2 loop in the same layout (``experiments.hysteresis.theory_sweep``): its up branch
         is the weak-copy minimum followed to where it disappears, its down branch the strong one.
     jumps : dict, optional
-        ``analysis.hysteresis.jump_points(ds)``; the up and down jumps are marked with triangles.
+        ``experiments.hysteresis.jump_points(ds)``; the up and down jumps are marked with triangles.
         When ``ds`` has the SGLD branch (``sgld_qG``, ``hysteresis_sweep(..., sgld_steps=...)``),
         its member mean is drawn dashed with open markers.
     label : str, optional
@@ -421,7 +422,7 @@ def precursors(ds_linear, ds_softmax, boundaries, scaled: bool = True):
     Parameters
     ----------
     ds_linear, ds_softmax : xarray.Dataset or list of them
-        ``analysis.precursors`` output, one per chi (e.g. chi = 30 and 3000). Drawn: the exact
+        ``experiments.precursors`` output, one per chi (e.g. chi = 30 and 3000). Drawn: the exact
         (quadrature) variance, solid; Laplace, dashed (black, chi-free when ``scaled``); NUTS with
         +- 2 MCSE, where present. For softmax the variance within the global phase is solid and
         that of the whole (two-phase) posterior thin.

@@ -1,0 +1,58 @@
+"""The arrows between the package's layers point one way (docs/architecture.md): a module imports
+only from its own layer or the layers below it, at module level or inside a function."""
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "bayes_attn"
+
+LAYERS = [
+    {"_validation", "progress", "distributed"},
+    {"task", "algebra"},
+    {"theory"},
+    {"models"},
+    {"inference"},
+    {"analysis"},
+    {"experiments"},
+    {"plotting", "configs"},
+    {"cli", "__init__", "__main__"},
+]
+RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    return RANK[parts[1] if len(parts) > 1 else "__init__"]
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "bayes_attn":
+                for alias in node.names:  # a subpackage, or a name of the base (CopyTask, ...)
+                    name = alias.name if alias.name in RANK else "task"
+                    yield f"bayes_attn.{name}", node.lineno
+            elif node.module.startswith("bayes_attn."):
+                yield node.module, node.lineno
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("bayes_attn."):
+                    yield alias.name, node.lineno
+
+
+def test_every_import_points_down():
+    wrong = []
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        module = ".".join(rel.parts).removesuffix(".__init__")
+        if module == "bayes_attn":  # the package's namespace re-exports the base layer only
+            here = RANK["task"]
+        else:
+            here = _layer(module)
+        for target, line in _imports(path):
+            if target == "bayes_attn":
+                continue
+            if _layer(target) > here:
+                wrong.append(f"{module}:{line} imports {target}")
+    assert not wrong, "\n".join(wrong)
