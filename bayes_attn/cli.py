@@ -532,8 +532,8 @@ def train(
 
     info = initialize_distributed(coordinator, num_processes, process_id)
     from bayes_attn.analysis import classify_minima, ensemble_summary
-    from bayes_attn.experiments.sweep import write_atomic
     from bayes_attn.inference import merge_ensembles, train_adam
+    from bayes_attn.io import write_atomic
     from bayes_attn.theory import global_saddle
 
     task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)

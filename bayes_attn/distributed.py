@@ -28,13 +28,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import jax
 import numpy as np
-import xarray as xr
 
 from bayes_attn._validation import check_int
+from bayes_attn.io import merge_netcdf  # noqa: F401  (its home before bayes_attn.io)
 
 COORDINATOR_ENV = "BAYES_ATTN_COORDINATOR"
 NUM_PROCESSES_ENV = "BAYES_ATTN_NUM_PROCESSES"
@@ -155,59 +154,3 @@ def process_share(
         return items[process_id::num_processes]
     bounds = np.cumsum([0] + [len(b) for b in np.array_split(np.arange(len(items)), num_processes)])
     return items[bounds[process_id] : bounds[process_id + 1]]
-
-
-def merge_netcdf(
-    paths: Sequence[str | os.PathLike],
-    dim: str,
-    out: str | os.PathLike | None = None,
-    *,
-    expected: Sequence | None = None,
-) -> xr.Dataset:
-    """Concatenate per-process NetCDF files along ``dim``, sorted by its coordinate.
-
-    Raises if a value of ``dim`` appears in two files (overlap), or, with ``expected`` (all values
-    the run should hold), if one is missing or unexpected (gap). Other dims are joined (outer join,
-    NaN where a file lacks a coordinate value); attributes that differ between files are dropped.
-    Writes ``out`` (h5netcdf) when given and returns the merged dataset.
-    """
-    paths = [Path(p) for p in paths]
-    if not paths:
-        raise ValueError("paths must name at least one NetCDF file")
-    parts = []
-    for path in paths:
-        with xr.open_dataset(path, engine="h5netcdf") as ds:
-            if dim not in ds.coords:
-                raise ValueError(f"{path} has no coordinate {dim!r} (dims: {dict(ds.sizes)})")
-            parts.append(ds.load())
-    values = np.concatenate([p[dim].values for p in parts])
-    uniq, counts = np.unique(values, return_counts=True)
-    if np.any(counts > 1):
-        twice = uniq[counts > 1].tolist()
-        owners = {
-            str(v): [str(p) for p, part in zip(paths, parts, strict=True) if v in part[dim].values]
-            for v in twice
-        }
-        raise ValueError(f"overlap: {dim} values {twice} appear in more than one file: {owners}")
-    if expected is not None:
-        expected = np.unique(np.asarray(expected))
-        missing = np.setdiff1d(expected, uniq).tolist()
-        extra = np.setdiff1d(uniq, expected).tolist()
-        if missing or extra:
-            raise ValueError(
-                f"gap: {dim} values missing from the files: {missing}; not expected: {extra}"
-            )
-    merged = xr.concat(
-        parts,
-        dim=dim,
-        data_vars="minimal",
-        coords="minimal",
-        compat="equals",
-        join="outer",
-        combine_attrs="drop_conflicts",
-    )
-    merged = merged.sortby(dim)
-    if out is not None:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        merged.to_netcdf(out, engine="h5netcdf")
-    return merged

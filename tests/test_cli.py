@@ -151,6 +151,26 @@ def test_figures_builds_every_file(capsys, tmp_path):
     assert (tmp_path / "protocol.nc").exists() and (tmp_path / "phase_weights.nc").exists()
 
 
+def test_figure_builders_take_the_preset_from_the_config(tmp_path):
+    """A config's own hyperparameters move the figure: the phase weights are drawn around the
+    first-order P* of sigma^2 = 131.8 (1212.7), not Table 1's (276.0)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import bayes_attn as ba
+    from bayes_attn import theory
+    from bayes_attn.plotting.figures import make_figures
+
+    def config(quick=False):
+        return dict(figure="phase_weights", span=0.01, num=5, hyper={"sigma2": 131.8})
+
+    make_figures({"phase_weights": config}, tmp_path, progress=False)
+    w = xr.open_dataset(tmp_path / "phase_weights.nc", engine="h5netcdf")
+    hyper = ba.Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=131.8)
+    P_star = theory.phase_boundaries(ba.CopyTask.paper(), hyper).first_order
+    assert float(w.P[2]) == pytest.approx(P_star, rel=1e-12) and P_star > 1000
+
+
 @pytest.mark.slow
 def test_figures_quick_produces_every_file(capsys, tmp_path):
     """The real bayes_attn/configs/figures.py at --quick (what `make demo` runs; minutes)."""

@@ -319,6 +319,68 @@ def _smc_occupancy(idata, ind, frac, attrs, table, alpha, common):
     )
 
 
+def _mcmc_occupancy(ind, frac, p, switches, table, alpha, common) -> PhaseOccupancy:
+    """The verdict for MCMC chains (module docstring, MIXING_RULE): one phase, a chain that never
+    visits a phase others mostly sit in, or the homogeneity test with ESS from tau."""
+    n_chains, n_draws = ind.shape
+    tau = _tau(ind)
+    ess = n_draws / tau * np.ones(n_chains)
+    if p in (0.0, 1.0):
+        phase = "strong" if p == 1.0 else "weak"
+        return PhaseOccupancy(
+            table=table(ess),
+            se=math.nan,
+            verdict="single phase",
+            reason=f"every draw of every chain is in the {phase} phase; mixing between phases untested",
+            tau=tau,
+            **common,
+        )
+    for k, name in ((1, "strong"), (0, "weak")):
+        share = frac if k == 1 else 1.0 - frac
+        never = np.flatnonzero(share == 0.0)
+        mostly = np.flatnonzero(share >= 0.5)
+        if never.size and mostly.size:
+            return PhaseOccupancy(
+                table=table(ess),
+                se=math.nan,
+                verdict="not mixing",
+                reason=(
+                    f"chain(s) {', '.join(map(str, never))} never visit the {name} phase, where "
+                    f"chain(s) {', '.join(map(str, mostly))} spend most of their draws"
+                ),
+                tau=tau,
+                **common,
+            )
+    if n_chains == 1:
+        se = math.sqrt(p * (1 - p) / ess.sum())
+        return PhaseOccupancy(
+            table=table(ess),
+            se=se,
+            verdict="mixing",
+            reason=f"one chain with {int(switches[0])} phase switches (tau = {tau:.3g})",
+            tau=tau,
+            **common,
+        )
+    chi2 = float(np.sum(ess * (frac - p) ** 2) / (p * (1 - p)))
+    dof = n_chains - 1
+    p_value = float(stats.chi2.sf(chi2, dof))
+    mixing = p_value >= alpha
+    return PhaseOccupancy(
+        table=table(ess),
+        se=math.sqrt(p * (1 - p) / ess.sum()) if mixing else math.nan,
+        verdict="mixing" if mixing else "not mixing",
+        reason=(
+            f"chi2 = {chi2:.3g} on {dof} dof, p = {p_value:.3g} "
+            f"{'>=' if mixing else '<'} {alpha:g} (tau = {tau:.3g})"
+        ),
+        tau=tau,
+        chi2=chi2,
+        dof=dof,
+        p_value=p_value,
+        **common,
+    )
+
+
 def phase_occupancy(
     idata,
     var: str = "aG",
@@ -376,59 +438,4 @@ def phase_occupancy(
     common = {"fraction": p, "boundary": boundary, "var": var}
     if attrs.get("sampler") == "smc":
         return _smc_occupancy(idata, ind, frac, attrs, table, alpha, common)
-    tau = _tau(ind)
-    ess = n_draws / tau * np.ones(n_chains)
-    if p in (0.0, 1.0):
-        phase = "strong" if p == 1.0 else "weak"
-        return PhaseOccupancy(
-            table=table(ess),
-            se=math.nan,
-            verdict="single phase",
-            reason=f"every draw of every chain is in the {phase} phase; mixing between phases untested",
-            tau=tau,
-            **common,
-        )
-    for k, name in ((1, "strong"), (0, "weak")):
-        share = frac if k == 1 else 1.0 - frac
-        never = np.flatnonzero(share == 0.0)
-        mostly = np.flatnonzero(share >= 0.5)
-        if never.size and mostly.size:
-            return PhaseOccupancy(
-                table=table(ess),
-                se=math.nan,
-                verdict="not mixing",
-                reason=(
-                    f"chain(s) {', '.join(map(str, never))} never visit the {name} phase, where "
-                    f"chain(s) {', '.join(map(str, mostly))} spend most of their draws"
-                ),
-                tau=tau,
-                **common,
-            )
-    if n_chains == 1:
-        se = math.sqrt(p * (1 - p) / ess.sum())
-        return PhaseOccupancy(
-            table=table(ess),
-            se=se,
-            verdict="mixing",
-            reason=f"one chain with {int(switches[0])} phase switches (tau = {tau:.3g})",
-            tau=tau,
-            **common,
-        )
-    chi2 = float(np.sum(ess * (frac - p) ** 2) / (p * (1 - p)))
-    dof = n_chains - 1
-    p_value = float(stats.chi2.sf(chi2, dof))
-    mixing = p_value >= alpha
-    return PhaseOccupancy(
-        table=table(ess),
-        se=math.sqrt(p * (1 - p) / ess.sum()) if mixing else math.nan,
-        verdict="mixing" if mixing else "not mixing",
-        reason=(
-            f"chi2 = {chi2:.3g} on {dof} dof, p = {p_value:.3g} "
-            f"{'>=' if mixing else '<'} {alpha:g} (tau = {tau:.3g})"
-        ),
-        tau=tau,
-        chi2=chi2,
-        dof=dof,
-        p_value=p_value,
-        **common,
-    )
+    return _mcmc_occupancy(ind, frac, p, switches, table, alpha, common)

@@ -34,7 +34,7 @@ from bayes_attn import algebra
 from bayes_attn._validation import check_int, check_tokens
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_boundary, phase_occupancy
 from bayes_attn.inference.basins import NoBasin, basin_evidence
-from bayes_attn.models.levels import LEVELS
+from bayes_attn.models.levels import LEVELS, model_at
 from bayes_attn.progress import announce, say, seconds_per_gradient
 from bayes_attn.task import preset_attrs
 from bayes_attn.theory.action import scales
@@ -120,21 +120,15 @@ def phase_starts(task, hyper, P, level: str = "kernel", *, embeddings=None) -> d
 
 def _model(task, hyper, tokens, level, d_model, embeddings):
     """(model, args, kwargs) at ``level`` for softmax attention."""
-    from bayes_attn.models import kernel_limit_model, network_model, order_param_model
-
-    if level == "reduced":
-        # with the log-determinant, as the kernel-limit evidence has it
-        return order_param_model, (task, hyper, float(tokens), "softmax", True), {}
-    tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
-    if level == "kernel":
-        return kernel_limit_model, (task, hyper, tokens, "softmax"), {}
-    if embeddings is None:
+    if level == "network" and embeddings is None:
         raise ValueError("embeddings: the network level needs the frozen (W_emb, p)")
-    d = int(np.shape(embeddings[0])[0])
-    if d_model is not None and d_model != d:
-        raise ValueError(f"d_model {d_model} does not match the embeddings' width {d}")
-    kw = dict(train_embeddings=False, embeddings=tuple(embeddings))
-    return network_model, (task, hyper, tokens, "softmax", d), kw
+    if level != "reduced":
+        tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
+    # the reduced level with the log-determinant, as the kernel-limit evidence has it
+    return model_at(
+        level, task, hyper, tokens, "softmax", d_model=d_model, include_logdet=True,
+        embeddings=embeddings,
+    )  # fmt: skip
 
 
 def _size(tokens, level) -> float:

@@ -34,7 +34,7 @@ import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.analysis import classify_minima, final_state
-from bayes_attn.inference.adam import DECAYS, train_adam
+from bayes_attn.inference.adam import DECAYS, train_adam, warmup_steps_for
 from bayes_attn.inference.sgld import SGLD
 from bayes_attn.inference.sharding import sharded_map
 from bayes_attn.models.network import forward, loss_per_token, network_model
@@ -326,7 +326,7 @@ def protocol_point(cfg: ProtocolConfig, hyper: Hyper, i: int, j: int, *, progres
     k_data, k_sgld = jax.random.split(jax.random.fold_in(key, 1000 * i + j))
     tokens = jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, cfg.members))
     t0 = time.perf_counter()
-    warm = int(cfg.warmup_fraction * cfg.max_steps) if soft else 0
+    warm = warmup_steps_for(act, cfg.max_steps, cfg.warmup_fraction)
     ds = train_adam(
         task,
         hyper,

@@ -26,7 +26,6 @@ import itertools
 import json
 import logging
 import math
-import os
 from pathlib import Path
 
 import jax
@@ -35,7 +34,8 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from bayes_attn._validation import check_activation, check_int, check_positive
-from bayes_attn.models.levels import LEVELS, order_parameters
+from bayes_attn.io import write_atomic
+from bayes_attn.models.levels import LEVELS, model_at, order_parameters
 from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
@@ -240,23 +240,16 @@ def _theory_point(cfg, pt, task, hyper):
 def model_at_level(opts, pt, task, hyper):
     """The NumPyro model of ``opts["level"]`` (reduced, kernel or network) with its arguments and
     keyword arguments at the point ``pt`` (activation, P, seed); a dataset is drawn from the seed."""
-    from bayes_attn import models
-
-    act, P = pt["activation"], pt["P"]
-    if opts["level"] == "reduced":
-        return (
-            models.order_param_model,
-            (task, hyper, P, act),
-            dict(include_logdet=opts["include_logdet"]),
-        )
+    act, P, level = pt["activation"], pt["P"], opts["level"]
+    if level == "reduced":
+        return model_at(level, task, hyper, P, act, include_logdet=opts["include_logdet"])
     P = check_int("P", P, 1)
     tokens = task.sample(jax.random.fold_in(jax.random.key(pt["seed"]), 1), P)
-    if opts["level"] == "kernel":
-        return models.kernel_limit_model, (task, hyper, tokens, act), {}
     # a sweep's batch size covers its whole P grid: at P <= batch_size the full batch is used
-    batch = opts.get("batch_size")
-    kw = {"batch_size": batch} if batch and batch < P else {}
-    return models.network_model, (task, hyper, tokens, act, int(opts["d_model"])), kw
+    return model_at(
+        level, task, hyper, tokens, act, d_model=opts.get("d_model"),
+        batch_size=opts.get("batch_size"),
+    )  # fmt: skip
 
 
 _STATS = {"mean": "mean", "sd": "sd", "mcse": "mcse_mean", "r_hat": "r_hat", "ess": "ess_bulk"}
@@ -328,6 +321,7 @@ def _pad_attention(A, L_max):
 def _adam_point(cfg, pt, task, hyper):
     from bayes_attn.analysis import classify_minima, final_state
     from bayes_attn.inference import train_adam
+    from bayes_attn.inference.adam import warmup_steps_for
     from bayes_attn.theory import global_saddle
 
     o, act, P = cfg.options, pt["activation"], pt["P"]
@@ -342,7 +336,7 @@ def _adam_point(cfg, pt, task, hyper):
         seed=pt["seed"],
         num_test=o["num_test"],
         lr=o["lr"],
-        warmup_steps=int(o["warmup_fraction"] * o["max_steps"]) if soft else 0,
+        warmup_steps=warmup_steps_for(act, o["max_steps"], o["warmup_fraction"]),
         warmup_init=o["lr"] * o["warmup_init"],
         max_steps=o["max_steps"],
         patience=o["patience"],
@@ -484,15 +478,6 @@ def _store(ds: xr.Dataset, cfg: SweepConfig, index: tuple, result: dict) -> xr.D
         ds[name].values[index] = value
     ds["done"].values[index] = True
     return ds
-
-
-def write_atomic(ds: xr.Dataset, path) -> None:
-    """Write ``ds`` to ``path`` (NetCDF, h5netcdf) through a temporary file and ``os.replace``:
-    a reader, or a kill at any moment, sees the old file or the new one, never a torn one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    ds.to_netcdf(tmp, engine="h5netcdf")
-    os.replace(tmp, path)
 
 
 def load_sweep(path) -> xr.Dataset:

@@ -1,6 +1,6 @@
 """Samplers over the package's NumPyro models, returning ArviZ InferenceData."""
 
-from bayes_attn.distributed import initialize_distributed, merge_netcdf, process_share
+from bayes_attn.distributed import initialize_distributed, process_share
 from bayes_attn.inference.adam import (
     AdamKeys,
     adam_keys,
@@ -16,6 +16,7 @@ from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.sgld import SGLD, polynomial_decay, run_sgld
 from bayes_attn.inference.sharding import member_mesh, sharded_map
 from bayes_attn.inference.smc import run_smc, split_log_density
+from bayes_attn.io import merge_netcdf
 
 __all__ = [
     "AdamKeys",

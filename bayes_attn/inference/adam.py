@@ -35,6 +35,7 @@ from bayes_attn.inference.sharding import (
     sharded_map,
     unpad_leading,
 )
+from bayes_attn.io import concat_disjoint
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import forward, init_params, loss_per_token, neg_log_posterior
 from bayes_attn.task import preset_attrs
@@ -208,6 +209,47 @@ def _chunk_program(opt, hyper, activation: str, P: int, L: int, batch_size, mesh
 
 # --------------------------------------------------------------------------------------------------
 # The trainer
+
+
+def warmup_steps_for(activation: str, max_steps: int, fraction: float) -> int:
+    """The learning-rate warm-up of the paper's protocol: softmax networks warm up for
+    ``fraction * max_steps`` steps (from a small learning rate, so that the attention does not
+    saturate in the first steps); linear ones start at the full rate."""
+    check_activation(activation)
+    return int(fraction * max_steps) if activation == "softmax" else 0
+
+
+def _history(runs, activation: str, return_params: bool):
+    """The data variables of :func:`train_adam`'s result from its member groups' runs (records,
+    steps, stopped_at, final weights), and the recorded steps."""
+    # a group that stopped early holds still: repeat its last record up to the longest group
+    steps = max((r[1] for r in runs), key=len)
+    records = [
+        {k: np.concatenate([r[0][min(t, len(r[0]) - 1)][k] for r in runs]) for k in runs[0][0][0]}
+        for t in range(len(steps))
+    ]
+    stopped_at = np.concatenate([r[2] for r in runs])
+    final_params = {n: np.concatenate([r[3][n] for r in runs]) for n in runs[0][3]}
+
+    names = order_parameters(activation)
+    series = {
+        "train_loss": "train_loss",
+        "test_loss": "test_loss",
+        "objective": "objective",
+        names[0]: "c1",
+        names[1]: "cG",
+        "token_residual": "token_residual",
+    }
+    data = {
+        out: (("member", "step"), np.stack([r[key] for r in records], axis=1))
+        for out, key in series.items()
+    }
+    data["A_bar"] = (("member", "query", "key"), records[-1]["A_bar"])
+    data["stopped_at"] = (("member",), stopped_at)
+    if return_params:
+        for name, w in final_params.items():
+            data[name] = (("member", *_param_dims(name)), np.asarray(w))
+    return data, steps
 
 
 class AdamKeys(NamedTuple):
@@ -409,33 +451,7 @@ def train_adam(
     desc = f"adam {activation} P={P}" + (f" ({len(groups)} groups)" if len(groups) > 1 else "")
     with tqdm(total=max_steps * len(groups), disable=not progress_bar, desc=desc) as bar:
         runs = [run_group(idx, bar) for idx in groups]
-    # a group that stopped early holds still: repeat its last record up to the longest group
-    steps = max((r[1] for r in runs), key=len)
-    records = [
-        {k: np.concatenate([r[0][min(t, len(r[0]) - 1)][k] for r in runs]) for k in runs[0][0][0]}
-        for t in range(len(steps))
-    ]
-    stopped_at = np.concatenate([r[2] for r in runs])
-    final_params = {n: np.concatenate([r[3][n] for r in runs]) for n in runs[0][3]}
-
-    names = order_parameters(activation)
-    series = {
-        "train_loss": "train_loss",
-        "test_loss": "test_loss",
-        "objective": "objective",
-        names[0]: "c1",
-        names[1]: "cG",
-        "token_residual": "token_residual",
-    }
-    data = {
-        out: (("member", "step"), np.stack([r[key] for r in records], axis=1))
-        for out, key in series.items()
-    }
-    data["A_bar"] = (("member", "query", "key"), records[-1]["A_bar"])
-    data["stopped_at"] = (("member",), stopped_at)
-    if return_params:
-        for name, w in final_params.items():
-            data[name] = (("member", *_param_dims(name)), np.asarray(w))
+    data, steps = _history(runs, activation, return_params)
     record = RunRecord(
         "adam",
         seed,
@@ -491,14 +507,9 @@ def merge_ensembles(parts) -> xr.Dataset:
     for d in parts[1:]:
         if {k: v for k, v in d.attrs.items() if k not in keep} != ref:
             raise ValueError("the parts were trained with different settings")
-    members = np.concatenate([d.member.values for d in parts])
-    if not np.array_equal(members, np.arange(ref["members"])):
-        raise ValueError(
-            f"the parts hold members {members.tolist()}, not 0 .. {ref['members'] - 1}"
-        )
     steps = np.unique(np.concatenate([d.step.values for d in parts]))
     parts = [d.reindex(step=steps, method="ffill") for d in parts]
-    out = xr.concat(parts, dim="member", combine_attrs="drop_conflicts")
+    out = concat_disjoint(parts, "member", expected=np.arange(ref["members"]))
     return out.assign_attrs(ref)
 
 

@@ -21,7 +21,15 @@ from bayes_attn.models.kernel_limit import kernel_limit_model
 from bayes_attn.models.network import network_model
 from bayes_attn.models.order_params import order_param_model
 
-__all__ = ["ACTIVATIONS", "LEVELS", "MODELS", "level_name", "level_of", "order_parameters"]
+__all__ = [
+    "ACTIVATIONS",
+    "LEVELS",
+    "MODELS",
+    "level_name",
+    "level_of",
+    "model_at",
+    "order_parameters",
+]
 
 MODELS = {
     "reduced": order_param_model,
@@ -41,3 +49,61 @@ def level_of(model) -> str | None:
 def level_name(value: str) -> str:
     """The CLI name for a level recorded in a file's attrs, old names included."""
     return _OLD_NAMES.get(value, value)
+
+
+def model_at(
+    level: str,
+    task,
+    hyper,
+    data,
+    activation: str,
+    *,
+    d_model: int | None = None,
+    include_logdet: bool = False,
+    batch_size: int | None = None,
+    embeddings=None,
+):
+    """The one model factory: ``(model, model_args, model_kwargs)`` of ``level``.
+
+    Parameters
+    ----------
+    data : float or (P, L) ints
+        P for ``reduced``; the token sequences for ``kernel`` and ``network``.
+    d_model : int
+        The network's width (``network``); with ``embeddings`` it must match their width, and
+        may be left out.
+    include_logdet : bool
+        ``reduced`` only: the equivalent-kernel log-determinant in the density.
+    batch_size : int, optional
+        ``network`` only: the minibatch of sequences (for SGLD); None or >= P is the full batch.
+    embeddings : (W_emb, p), optional
+        ``network`` only: the embeddings, held fixed.
+    """
+    import numpy as np
+
+    from bayes_attn._validation import check_activation, check_tokens
+
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    check_activation(activation)
+    if level == "reduced":
+        return (
+            order_param_model,
+            (task, hyper, float(data), activation),
+            ({"include_logdet": True} if include_logdet else {}),
+        )
+    tokens = check_tokens(data, task.L, task.V)
+    if level == "kernel":
+        return kernel_limit_model, (task, hyper, tokens, activation), {}
+    kw = {}
+    if embeddings is not None:
+        d = int(np.shape(embeddings[0])[0])
+        if d_model is not None and d_model != d:
+            raise ValueError(f"d_model {d_model} does not match the embeddings' width {d}")
+        d_model = d
+        kw = {"train_embeddings": False, "embeddings": tuple(embeddings)}
+    if d_model is None:
+        raise ValueError("d_model: the network level needs a width (or the embeddings)")
+    if batch_size and batch_size < np.shape(tokens)[0]:
+        kw["batch_size"] = int(batch_size)
+    return network_model, (task, hyper, tokens, activation, int(d_model)), kw

@@ -3,13 +3,16 @@
 A figure config is a plain dict (see that file): the builder to use (``figure``), the sweeps it
 needs (run resumably, shared between figures), and its theory grids and sampler settings. Each
 builder computes the figure's data, saves it beside the PNG (NetCDF), and hands it to a plotting
-function of :mod:`bayes_attn.plotting.plots`, which computes nothing.
+function of :mod:`bayes_attn.plotting.plots`, which computes nothing. The task and the
+hyperparameters come from the config (:func:`preset`): those of its protocol sweep, or its own
+``task`` and ``hyper`` dicts, Table 1 by default.
 
 ``bayes-attn figures`` is the command-line face of :func:`make_figures`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import math
@@ -68,12 +71,11 @@ class _Context:
         self.sweeps[name] = (cfg, ds)
         return ds
 
-    def theory(self, kind: str, activation: str, grid: dict):
-        """Theory along P at the paper's L (``curve``) or over (L, P) / (V, P) (``L``, ``V``)."""
+    def theory(self, kind: str, activation: str, grid: dict, task, hyper):
+        """Theory along P at the task's L (``curve``) or over (L, P) / (V, P) (``L``, ``V``)."""
         activation = str(activation)
-        key = (kind, activation, tuple(grid["P"]), tuple(grid.get(kind, ())))
+        key = (kind, activation, tuple(grid["P"]), tuple(grid.get(kind, ())), task, hyper)
         if key not in self.cache:
-            task, hyper = CopyTask.paper(), Hyper.paper()
             lo, hi, n = grid["P"]
             Ps = np.geomspace(lo, hi, int(n))
             if kind == "curve":
@@ -85,8 +87,22 @@ class _Context:
             self.cache[key] = ds
         return self.cache[key]
 
-    def boundaries(self):
-        return theory.phase_boundaries(CopyTask.paper(), Hyper.paper())  # cached
+    @staticmethod
+    def boundaries(task, hyper):
+        return theory.phase_boundaries(task, hyper)  # cached
+
+
+def preset(spec) -> tuple[CopyTask, Hyper]:
+    """The task and hyperparameters of a figure config: those of its protocol sweep (its first L
+    and V, and its ``hyper``), else the config's own ``task`` (L, V) and ``hyper`` dicts, each
+    defaulting to the paper's Table 1."""
+    cfg = spec.get("sweeps", {}).get("protocol")
+    if cfg is not None:
+        return CopyTask(int(cfg.L[0]), int(cfg.V[0])), Hyper(**cfg.hyper)
+    paper = Hyper.paper()
+    task = CopyTask(**{"L": 25, "V": 5, **spec.get("task", {})})
+    hyper = Hyper(**{**dataclasses.asdict(paper), **spec.get("hyper", {})})
+    return task, hyper
 
 
 def _one_point(ds: xr.Dataset) -> xr.Dataset:
@@ -107,7 +123,10 @@ def _attention_and_loss(spec, ctx):
         dims=("activation", "P", "query", "key"),
         coords={"activation": proto.activation, "P": proto.P},
     )
-    curves = {a: ctx.theory("curve", a, spec["theory"]) for a in proto.activation.values}
+    task, hyper = preset(spec)
+    curves = {
+        a: ctx.theory("curve", a, spec["theory"], task, hyper) for a in proto.activation.values
+    }
     return plots.attention_and_loss(proto, attn, curves, spec.get("show_P", (20, 100, 300, 800)))
 
 
@@ -117,13 +136,14 @@ def _transition(spec, ctx):
     proto = _one_point(ctx.sweep("protocol", cfg))
     grid = spec["theory"]
     opts = cfg.options  # SweepConfig has filled in every default
+    task, hyper = preset(spec)
     return plots.order_parameter_transition(
         proto,
-        ctx.theory("curve", act, grid),
-        ctx.theory("L", act, grid),
-        ctx.theory("V", act, grid),
+        ctx.theory("curve", act, grid, task, hyper),
+        ctx.theory("L", act, grid, task, hyper),
+        ctx.theory("V", act, grid, task, hyper),
         act,
-        ctx.boundaries(),
+        ctx.boundaries(task, hyper),
         networks=f"{opts['members']} networks of width {opts['d_model']}",
     )
 
@@ -133,15 +153,15 @@ def _posterior(spec, ctx):
     from bayes_attn.inference import run_nuts, run_smc
     from bayes_attn.models import order_param_model
 
-    task, hyper = CopyTask.paper(), Hyper.paper()
-    b = ctx.boundaries()
+    task, hyper = preset(spec)
+    b = ctx.boundaries(task, hyper)
     idatas, refs = {}, {}
     for act, where in spec["at"].items():
         idatas[act], refs[act] = [], []
         for k, (boundary, factor) in enumerate(where):
             P = float(getattr(b, boundary)) * factor
             if not math.isfinite(P):
-                raise ValueError(f"the {boundary} boundary is not finite at the paper preset")
+                raise ValueError(f"the {boundary} boundary is not finite at this preset")
             if act == "softmax":
                 idata = run_smc(
                     order_param_model,
@@ -170,8 +190,8 @@ def _posterior(spec, ctx):
 def _phase_weights(spec, ctx):
     from bayes_attn.theory.modes import phase_weights, weight_crossing
 
-    task, hyper = CopyTask.paper(), Hyper.paper()
-    b = ctx.boundaries()
+    task, hyper = preset(spec)
+    b = ctx.boundaries(task, hyper)
     span = spec["span"]
     Ps = np.linspace(b.first_order * (1 - span), b.first_order * (1 + span), spec["num"])
     w = phase_weights(task, hyper, Ps)

@@ -32,6 +32,7 @@ MODULES = [
     ("bayes_attn.experiments.protocol", "the paper's experiment"),
     ("bayes_attn.plotting.plots", "plot functions: data in, matplotlib Figure out"),
     ("bayes_attn.progress", "progress and cost messages on stderr"),
+    ("bayes_attn.io", "atomic NetCDF writes and the one merge of disjoint shares"),
 ]
 
 
