@@ -273,12 +273,11 @@ def _summary_point(idata, activation):
     return {k: ((), np.float64(v)) for k, v in out.items()}
 
 
-def _nuts_point(cfg, pt, task, hyper):
-    from bayes_attn.inference import run_nuts
-
+def _sampled(sampler, cfg, pt, task, hyper, **options):
+    """Run ``sampler`` (run_nuts or run_sgld) at the point with the sweep's chain settings."""
     o = cfg.options
     model, args, kw = model_at_level(o, pt, task, hyper)
-    idata = run_nuts(
+    return sampler(
         model,
         model_args=args,
         model_kwargs=kw,
@@ -287,26 +286,20 @@ def _nuts_point(cfg, pt, task, hyper):
         num_samples=o["num_samples"],
         seed=pt["seed"],
         progress_bar=False,
+        **options,
     )
-    return _summary_point(idata, pt["activation"])
+
+
+def _nuts_point(cfg, pt, task, hyper):
+    from bayes_attn.inference import run_nuts
+
+    return _summary_point(_sampled(run_nuts, cfg, pt, task, hyper), pt["activation"])
 
 
 def _sgld_point(cfg, pt, task, hyper):
     from bayes_attn.inference import run_sgld
 
-    o = cfg.options
-    model, args, kw = model_at_level(o, pt, task, hyper)
-    idata = run_sgld(
-        model,
-        model_args=args,
-        model_kwargs=kw,
-        num_chains=o["num_chains"],
-        num_warmup=o["num_warmup"],
-        num_samples=o["num_samples"],
-        step_size=o["step_size"],
-        seed=pt["seed"],
-        progress_bar=False,
-    )
+    idata = _sampled(run_sgld, cfg, pt, task, hyper, step_size=cfg.options["step_size"])
     out = _summary_point(idata, pt["activation"])
     out.pop("divergences")
     return out
