@@ -133,12 +133,6 @@ def _fold_option(f):
     return click.option("--fold", is_flag=True, help=_FOLD_HELP)(f)
 
 
-def _fold_posterior(idata):
-    from bayes_attn.analysis.diagnostics import fold_posterior
-
-    return fold_posterior(idata)
-
-
 def _verbosity_options(f):
     """-q/--quiet and -v/--verbose after the subcommand, as before it."""
     for name, short, text in reversed(
@@ -813,6 +807,7 @@ def diagnose(path, plots, var_names, fold):
     import xarray as xr
 
     from bayes_attn.analysis import diagnose as diag
+    from bayes_attn.analysis import fold_posterior
     from bayes_attn.inference.record import header
     from bayes_attn.plotting import plots as plot
 
@@ -836,7 +831,7 @@ def diagnose(path, plots, var_names, fold):
         d = diag(idata, var_names=names, fold=fold)
         click.echo(d)
         names = names or list(d.table.index)
-        shown = _fold_posterior(idata) if fold else idata
+        shown = fold_posterior(idata) if fold else idata
         fig = plot.trace(shown, names)
         trace = folder / f"{path.stem}_trace.png"
         fig.savefig(trace, dpi=90)

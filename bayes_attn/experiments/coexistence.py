@@ -122,8 +122,6 @@ def _model(task, hyper, tokens, level, d_model, embeddings):
     """(model, args, kwargs) at ``level`` for softmax attention."""
     if level == "network" and embeddings is None:
         raise ValueError("embeddings: the network level needs the frozen (W_emb, p)")
-    if level != "reduced":
-        tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
     # the reduced level with the log-determinant, as the kernel-limit evidence has it
     return model_at(
         level, task, hyper, tokens, "softmax", d_model=d_model, include_logdet=True,

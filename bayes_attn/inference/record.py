@@ -62,6 +62,14 @@ def _attr_value(value):
     return None
 
 
+def _bind(model, model_args, model_kwargs) -> inspect.BoundArguments:
+    """The call's arguments bound to ``model``'s signature, defaults applied (TypeError if they
+    do not fit)."""
+    bound = inspect.signature(model).bind(*model_args, **dict(model_kwargs or {}))
+    bound.apply_defaults()
+    return bound
+
+
 def model_attrs(model, model_args=(), model_kwargs=None) -> dict:
     """The attrs that describe ``model(*model_args, **model_kwargs)``: level, task, hyperparameters,
     activation, P and the typed options (module docstring).
@@ -69,16 +77,14 @@ def model_attrs(model, model_args=(), model_kwargs=None) -> dict:
     The arguments are bound to the model's signature, so each value is recorded under the name of
     the parameter it was passed for.
     """
-    model_kwargs = dict(model_kwargs or {})
     attrs = {"model": getattr(model, "__name__", type(model).__name__)}
     level = level_of(model)
     if level is not None:
         attrs["level"] = level
     try:
-        bound = inspect.signature(model).bind(*model_args, **model_kwargs)
+        bound = _bind(model, model_args, model_kwargs)
     except TypeError as err:
         raise TypeError(f"model_args / model_kwargs do not fit {attrs['model']}: {err}") from None
-    bound.apply_defaults()
     for name, value in bound.arguments.items():
         if isinstance(value, bayes_attn.CopyTask):
             attrs.update(L=value.L, V=value.V)
@@ -102,10 +108,9 @@ def model_attrs(model, model_args=(), model_kwargs=None) -> dict:
 def tokens_of(model, model_args=(), model_kwargs=None):
     """The ``tokens`` argument of the call, or None for a model without one."""
     try:
-        bound = inspect.signature(model).bind(*model_args, **dict(model_kwargs or {}))
+        tokens = _bind(model, model_args, model_kwargs).arguments.get("tokens")
     except TypeError:
         return None
-    tokens = bound.arguments.get("tokens")
     return tokens if tokens is not None and np.ndim(tokens) == 2 else None
 
 

@@ -15,7 +15,10 @@ network    :func:`network_model` (Level 0)         the weights of a finite netwo
 
 from __future__ import annotations
 
-from bayes_attn._validation import ACTIVATIONS, LEVELS
+import jax.numpy as jnp
+import numpy as np
+
+from bayes_attn._validation import ACTIVATIONS, LEVELS, check_activation, check_tokens
 from bayes_attn.models._sites import order_parameters
 from bayes_attn.models.kernel_limit import kernel_limit_model
 from bayes_attn.models.network import network_model
@@ -79,10 +82,6 @@ def model_at(
     embeddings : (W_emb, p), optional
         ``network`` only: the embeddings, held fixed.
     """
-    import numpy as np
-
-    from bayes_attn._validation import check_activation, check_tokens
-
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     check_activation(activation)
@@ -92,7 +91,7 @@ def model_at(
             (task, hyper, float(data), activation),
             ({"include_logdet": True} if include_logdet else {}),
         )
-    tokens = check_tokens(data, task.L, task.V)
+    tokens = jnp.asarray(check_tokens(data, task.L, task.V))
     if level == "kernel":
         return kernel_limit_model, (task, hyper, tokens, activation), {}
     kw = {}
