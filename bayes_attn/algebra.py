@@ -154,22 +154,29 @@ def project(A) -> dict[str, jax.Array]:
     return {"c1": L * off, "cG": L * (shift / L - off), "token_residual": resid, "A_bar": A_bar}
 
 
-def fold_sign(c1, cG):
-    """Fold the Z2 symmetry of linear attention, (c1, cG) -> (-c1, -cG), onto c1 + cG >= 0.
+def z2_sign(c1, cG):
+    """The package's one Z2 convention for linear attention: +1 on the image c1 + cG >= 0, else -1.
 
-    The logits K and -K give the same evidence for linear attention (the readout flips sign), so a
-    network or a chain lands on either sign; the theory reports the positive branch.
+    The logits K and -K give the same evidence for linear attention (the readout flips sign), so
+    (c1, cG) and (-c1, -cG) are images of one state. Every fold in the package (theory's saddles
+    and boundaries, the precursor quadrature, networks, chains) picks the image with this sign. In
+    the ordered phase c1 and cG share their sign (measured along the Table-1 global path up to
+    P = 1e5), so this is also the image with c1 >= 0; unlike c1, c1 + cG stays away from zero at
+    large P, where c1 -> 0 and a network's c1 is noise.
     """
-    c1, cG = jnp.asarray(c1), jnp.asarray(cG)
-    s = jnp.where(c1 + cG < 0, -1.0, 1.0)
-    return s * c1, s * cG
+    return jnp.where(jnp.asarray(c1) + jnp.asarray(cG) < 0, -1.0, 1.0)
+
+
+def fold_sign(c1, cG):
+    """Fold (c1, cG) -> (-c1, -cG) onto the image c1 + cG >= 0 (:func:`z2_sign`)."""
+    s = z2_sign(c1, cG)
+    return s * jnp.asarray(c1), s * jnp.asarray(cG)
 
 
 def fold_attention(A, c1, cG):
     """Fold attention patterns (..., L, L) with order parameters (c1, cG) of shape (...) onto the
-    branch of :func:`fold_sign` (A -> -A where c1 + cG < 0)."""
-    s = jnp.where(jnp.asarray(c1) + jnp.asarray(cG) < 0, -1.0, 1.0)
-    return s[..., None, None] * jnp.asarray(A)
+    image of :func:`fold_sign` (A -> -A where c1 + cG < 0)."""
+    return z2_sign(c1, cG)[..., None, None] * jnp.asarray(A)
 
 
 # --------------------------------------------------------------------------------------------------

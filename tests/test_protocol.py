@@ -68,7 +68,7 @@ def test_sgld_step_rule_on_a_quadratic():
     (power iteration on a spectrum with a gap of 2x converges to 1e-9 in 40 steps)."""
     import jax.numpy as jnp
 
-    from bayes_attn.experiments.protocol import sgld_step_size
+    from bayes_attn.inference.members import sgld_step_size
 
     eig = jnp.array([1.0, 3.0, 50.0, 400.0, 800.0])
     Q = jnp.linalg.qr(jnp.arange(25.0).reshape(5, 5) ** 1.5 + jnp.eye(5))[0]

@@ -17,7 +17,7 @@ import arviz as az
 import numpy as np
 import pandas as pd
 
-from bayes_attn.algebra import fold_sign
+from bayes_attn.algebra import fold_sign, z2_sign
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 from bayes_attn.inference.record import header
 from bayes_attn.inference.smc import smc_problems
@@ -209,10 +209,10 @@ def _disagree_text(v, groups, label):
 
 
 def _z2_images(idata) -> str:
-    """Which chains sit in which Z2 image, from the sign of their mean c1 + cG."""
+    """Which chains sit in which Z2 image (:func:`bayes_attn.algebra.z2_sign` of their means)."""
     post = idata.posterior
-    s = np.asarray((post["c1"] + post["cG"]).mean("draw"))
-    plus = [int(c) for c in np.flatnonzero(s >= 0)]
+    s = np.asarray(z2_sign(post["c1"].mean("draw").values, post["cG"].mean("draw").values))
+    plus = [int(c) for c in np.flatnonzero(s > 0)]
     minus = [int(c) for c in np.flatnonzero(s < 0)]
     return (
         "the two Z2 images (c1, cG) -> (-c1, -cG): chains "

@@ -15,7 +15,8 @@ With ``sgld_steps`` the sweep also runs SGLD (temperature 1) from each Adam solu
 in the setting above (300 steps per chain) its loop jumps in the same grid cells as Adam's: no chain
 leaves the phase it starts in, so the SGLD loop is Adam's with thermal noise (docs/validation.md).
 
-:func:`theory_sweep` is the same protocol on the reduced (Level-2) action: warm-started damped
+:func:`bayes_attn.theory.hysteresis.theory_sweep` (re-exported here) is the same protocol on the
+reduced (Level-2) action: warm-started damped
 Newton descent in the Gaussian coordinate, swept up and down in P. It is deterministic and exact:
 a branch is followed until it stops being a minimum, so its jumps lie at the spinodals to within
 the grid step, which makes it both the theory's hysteresis loop and a check of :func:`jump_points`.
@@ -28,8 +29,6 @@ spinodals).
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -37,14 +36,14 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_activation, check_int, check_positive_array
+from bayes_attn._validation import check_activation, check_int
 from bayes_attn.inference.adam import adam_keys, train_adam
+from bayes_attn.inference.members import sgld_program
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_params
-from bayes_attn.theory import _newton
-from bayes_attn.theory.action import Scales, scales
-from bayes_attn.theory.boundaries import global_path, softmax_grid_minima
-from bayes_attn.theory.saddles import objective
+from bayes_attn.theory.hysteresis import theory_sweep
+
+__all__ = ["hysteresis_sweep", "jump_points", "orthonormal_start", "theory_sweep"]
 
 _WEIGHTS = ("W_emb", "p", "W_G", "W_O", "W_Q", "W_K")
 
@@ -101,18 +100,15 @@ def hysteresis_sweep(
     if "test_tokens" not in adam_kwargs:  # train_adam's own held-out draw, made explicit for SGLD
         k_test = adam_keys(seed=seed).test
         adam_kwargs["test_tokens"] = task.sample(k_test, adam_kwargs.pop("num_test", 100))
-    test = jnp.asarray(adam_kwargs["test_tokens"])
     train_emb = bool(adam_kwargs.get("train_embeddings", True))
     sgld = None
     if sgld_steps:
-        from bayes_attn.experiments.protocol import sgld_program  # protocol imports much; only here
-
         sgld = sgld_program(
             task,
             hyper,
             activation,
             d_model,
-            test,
+            jnp.asarray(adam_kwargs["test_tokens"]),
             train_embeddings=train_emb,
             factorized=bool(adam_kwargs.get("factorized", False)),
             warmup=sgld_warmup,
@@ -121,44 +117,23 @@ def hysteresis_sweep(
             temperature=sgld_temperature,
             batch_size=sgld_batch_size,
         )
-    names = order_parameters(activation)
-    keys = ("q1", "qG", "train_loss")
-    if sgld_steps:
-        keys += ("sgld_q1", "sgld_qG", "sgld_qG_sd", "sgld_train_loss", "sgld_step_size")
+    keys = ("q1", "qG", "train_loss") + (_SGLD_KEYS if sgld_steps else ())
     out = {k: np.full((2, len(Ps), members), np.nan) for k in keys}
     start = "prior" if init is None else "given"
     order = [(0, j) for j in range(len(Ps))] + [(1, j) for j in reversed(range(len(Ps)))]
     for direction, j in tqdm(order, disable=not progress, desc=f"hysteresis {activation}"):
+        tokens = pool[:, : Ps[j]]
         ds = train_adam(
-            task,
-            hyper,
-            activation,
-            d_model,
-            Ps[j],
-            members=members,
-            seed=seed,
-            tokens=pool[:, : Ps[j]],
-            init=init,
-            return_params=True,
-            progress_bar=False,
-            **adam_kwargs,
-        )
+            task, hyper, activation, d_model, Ps[j], members=members, seed=seed, tokens=tokens,
+            init=init, return_params=True, progress_bar=False, **adam_kwargs,
+        )  # fmt: skip
         init = {n: ds[n].values for n in _WEIGHTS if n in ds}
-        final = ds.isel(step=-1)
-        out["q1"][direction, j] = final[names[0]]
-        out["qG"][direction, j] = final[names[1]]
-        out["train_loss"][direction, j] = final.train_loss
+        row = _adam_row(ds, activation)
         if sgld is not None:
             key = jax.random.fold_in(jax.random.key(seed), 1 + direction * len(Ps) + j)
-            obs = sgld(jax.random.split(key, members), pool[:, : Ps[j]], init)
-            q1, qG = np.asarray(obs["c1"]), np.asarray(obs["cG"])  # (member, draw)
-            if activation == "linear":
-                q1, qG = (np.asarray(x) for x in algebra.fold_sign(q1, qG))
-            out["sgld_q1"][direction, j] = q1.mean(1)
-            out["sgld_qG"][direction, j] = qG.mean(1)
-            out["sgld_qG_sd"][direction, j] = qG.std(1)
-            out["sgld_train_loss"][direction, j] = np.asarray(obs["train_loss"]).mean(1)
-            out["sgld_step_size"][direction, j] = obs["step_size"]
+            row.update(_sgld_row(sgld(jax.random.split(key, members), tokens, init), activation))
+        for k, v in row.items():
+            out[k][direction, j] = v
     dims = ("direction", "P", "member")
     return xr.Dataset(
         {k: (dims, v) for k, v in out.items()},
@@ -168,7 +143,7 @@ def hysteresis_sweep(
             "d_model": d_model,
             "L": task.L,
             "V": task.V,
-            "order_parameter": names[1],
+            "order_parameter": order_parameters(activation)[1],
             "start": start,
             "train_embeddings": int(train_emb),
             "sgld_steps": sgld_steps,
@@ -178,6 +153,30 @@ def hysteresis_sweep(
             "sgld_batch_size": sgld_batch_size or 0,
         },
     )
+
+
+_SGLD_KEYS = ("sgld_q1", "sgld_qG", "sgld_qG_sd", "sgld_train_loss", "sgld_step_size")
+
+
+def _adam_row(ds: xr.Dataset, activation: str) -> dict:
+    """The final order parameters and train loss of one Adam ensemble, per member."""
+    final = ds.isel(step=-1)
+    q1, qG = order_parameters(activation)
+    return {"q1": final[q1].values, "qG": final[qG].values, "train_loss": final.train_loss.values}
+
+
+def _sgld_row(obs: dict, activation: str) -> dict:
+    """Per member: the SGLD means (folded for linear), the sd of qG, the train loss, the step."""
+    q1, qG = np.asarray(obs["c1"]), np.asarray(obs["cG"])  # (member, draw)
+    if activation == "linear":
+        q1, qG = (np.asarray(x) for x in algebra.fold_sign(q1, qG))
+    return {
+        "sgld_q1": q1.mean(1),
+        "sgld_qG": qG.mean(1),
+        "sgld_qG_sd": qG.std(1),
+        "sgld_train_loss": np.asarray(obs["train_loss"]).mean(1),
+        "sgld_step_size": obs["step_size"],
+    }
 
 
 def orthonormal_start(task, hyper, d_model: int, members: int, seed: int = 0) -> dict:
@@ -237,69 +236,3 @@ def jump_points(
         out[direction] = float(np.exp(logP[i] + t * (logP[i + 1] - logP[i])))
     out["threshold"] = threshold
     return out
-
-
-@functools.partial(jax.jit, static_argnames=("activation", "steps"))
-def _descend_along(activation: str, Ps, c0, sc: Scales, steps: int):
-    """Warm-started damped Newton along ``Ps``: each P starts from the previous P's endpoint."""
-    f = objective(activation)
-
-    def body(c, P):
-        c = _newton.minimise(lambda x: f(x, P, sc), c, steps)
-        return c, (c, f(c, P, sc))
-
-    return jax.lax.scan(body, c0, Ps)[1]
-
-
-def theory_sweep(task, hyper, Ps, activation: str = "softmax", *, steps: int = 200) -> xr.Dataset:
-    """The hysteresis loop of the reduced action: warm-started descent swept up, then down, in P.
-
-    The up sweep starts at the global minimum at ``min(Ps)``; at each next P, ``steps`` damped Newton
-    steps (:mod:`bayes_attn.theory._newton`; each step never increases the action) start from the
-    previous minimum. A minimum is therefore kept until it ceases to exist, and the loop jumps at the
-    spinodals (softmax: up at the upper one, down at the lower one), to within the grid step. The
-    down sweep continues from the up sweep's endpoint. The descent is gradient-like, so it is the
-    zero-temperature (chi -> infinity) limit of the warm-started trainers.
-
-    Returns a Dataset in the layout of :func:`hysteresis_sweep` (one ``member``) with ``q1``, ``qG``
-    ((a1, aG) for softmax, (c1, cG) for linear), the action per unit chi ``action`` and the Gaussian
-    coordinate ``cG``. For linear attention the Z2 sign is whatever the descent keeps.
-
-    References
-    ----------
-    Paper App. A.7; docs/theory.md §7 ("First order": the spinodals).
-    """
-    check_activation(activation)
-    Ps = np.sort(check_positive_array("Ps", Ps))
-    steps = check_int("steps", steps, 1)
-    sc = scales(task, hyper)
-    if activation == "linear":
-        c0 = global_path("linear", jnp.asarray(Ps[:1]), sc)[0][0]
-    else:  # every minimum by the dense-grid finder of the phase boundaries; keep the lowest
-        x, s, _ = softmax_grid_minima(jnp.float64(Ps[0]), sc)
-        c0 = x[jnp.argmin(s)][None]
-    c_up, s_up = _descend_along(activation, jnp.asarray(Ps), c0, sc, steps)
-    c_dn, s_dn = _descend_along(activation, jnp.asarray(Ps[::-1]), c_up[-1], sc, steps)
-    c = np.stack([np.asarray(c_up), np.asarray(c_dn)[::-1]])  # (direction, P, dim)
-    s = np.stack([np.asarray(s_up), np.asarray(s_dn)[::-1]])
-    if activation == "linear":
-        q1, qG, gap = c[..., 0], c[..., 1], c[..., 1]
-        names = ("c1", "cG")
-    else:
-        gap = c[..., 0]
-        q1, qG = (np.asarray(a) for a in algebra.softmax_order(jnp.asarray(gap), task.L))
-        names = ("a1", "aG")
-    dims = ("direction", "P", "member")
-    data = {"q1": q1, "qG": qG, "action": s, "cG": gap}
-    return xr.Dataset(
-        {k: (dims, np.asarray(v)[..., None]) for k, v in data.items()},
-        coords={"direction": ["up", "down"], "P": Ps, "member": [0]},
-        attrs={
-            "activation": activation,
-            "level": "reduced",
-            "L": task.L,
-            "V": task.V,
-            "order_parameter": names[1],
-            "newton_steps": steps,
-        },
-    )

@@ -23,7 +23,7 @@ Which variance
 --------------
 Linear: for P <= P* the posterior is Z2-symmetric about the origin and the variance is that of c1
 over the whole posterior. Above P* it is the variance within one Z2 image (draws and quadrature folded
-by the sign of c1), because chains do not cross between the images and the spread between them is
+onto c1 + cG >= 0, :func:`bayes_attn.algebra.z2_sign`), because chains do not cross between the images and the spread between them is
 the order, not a fluctuation. Softmax: ``var_exact`` is over the whole posterior (both phases; near P*
 it is dominated by the mixture term w (1 - w) (Delta aG)^2, which is the jump itself, over a window
 of width ~1/chi), and ``var_exact_global`` is within the basin of the global minimum, the quantity
@@ -37,138 +37,16 @@ Hessians); docs/validation.md "Precursors".
 
 from __future__ import annotations
 
-import math
-
 import arviz as az
-import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_activation, check_int, check_positive_array
-from bayes_attn.theory.action import Scales, action_linear, action_softmax, scales
-from bayes_attn.theory.boundaries import (
-    global_path,
-    second_order_closed_form,
-    softmax_grid_minima,
-)
+from bayes_attn._validation import check_activation, check_int
+from bayes_attn.theory.fluctuations import posterior_variance
 
 __all__ = ["precursors"]
-
-_N_LINEAR = 801  # grid points per axis (2-D)
-_N_SOFTMAX = 20001
-
-
-@jax.jit
-def _logdens_linear(c1, cG, P, chi, sc: Scales):
-    return -chi * action_linear(jnp.stack([c1, cG], -1), P, sc)
-
-
-@jax.jit
-def _logdens_softmax(cG, P, chi, sc: Scales):
-    return -chi * action_softmax(cG, P, sc)
-
-
-def _exact_linear(P, chi, sc, fold: bool, c0, R0) -> float:
-    """Variance of c1 by 2-D trapezoid quadrature (within one Z2 image when ``fold``).
-
-    The grid is centred on the posterior mean with half-widths of 10 posterior standard deviations
-    per axis, iterated from the saddle ``c0`` and half-widths ``R0`` until both change by less than
-    10%. Folded (one image, c1 >= 0), the grid is cut at c1 = 0: by the Z2 symmetry the folded
-    density on the half plane is the posterior density there, renormalised.
-    """
-    centre = np.asarray(c0, dtype=float)
-    R = np.asarray(R0, dtype=float)
-    for _ in range(30):
-        lo, hi = centre - R, centre + R
-        if fold:
-            lo[0] = max(lo[0], 0.0)
-        axes = [np.linspace(a, b, _N_LINEAR) for a, b in zip(lo, hi, strict=True)]
-        C1, CG = np.meshgrid(*axes, indexing="ij")
-        ld = np.asarray(_logdens_linear(jnp.asarray(C1), jnp.asarray(CG), P, chi, sc))
-        trap = [np.r_[0.5, np.ones(_N_LINEAR - 2), 0.5] for _ in axes]
-        w = np.exp(ld - ld.max()) * np.outer(*trap)
-        w /= w.sum()
-        mean = np.array([np.sum(w * C1), np.sum(w * CG)])
-        sd = np.sqrt([np.sum(w * (C1 - mean[0]) ** 2), np.sum(w * (CG - mean[1]) ** 2)])
-        R_new = 10.0 * sd
-        done = np.all(np.abs(R_new / R - 1) < 0.1) and np.all(np.abs(mean - centre) < 0.1 * R)
-        centre, R = mean, R_new
-        if done:
-            break
-    return float(sd[0] ** 2)
-
-
-def _exact_softmax(P, chi, sc, xs, x_global) -> tuple[float, float]:
-    """Variance of aG over the whole posterior and within the global minimum's basin (1-D grid)."""
-    B = 1.5 * math.sqrt(float(sc.g_w) * P * float(sc.L) / ((float(sc.L) - 1) * float(sc.sigma2)))
-    cG = np.linspace(-B, B, _N_SOFTMAX)
-    ld = np.asarray(_logdens_softmax(jnp.asarray(cG), P, chi, sc))
-    p = np.exp(ld - ld.max())
-    aG = np.asarray(algebra.softmax_order(jnp.asarray(cG), sc.L)[1])
-
-    def var(mask):
-        w = p * mask / np.sum(p * mask)
-        mu = np.sum(w * aG)
-        return float(np.sum(w * (aG - mu) ** 2))
-
-    full = var(np.ones_like(p))
-    if len(xs) < 2:
-        return full, full
-    # basins split at the lowest density between consecutive minima (the 1-D watershed)
-    xs = np.sort(xs)
-    cuts = []
-    for a, b in zip(xs[:-1], xs[1:], strict=True):
-        inside = (cG > a) & (cG < b)
-        cuts.append(cG[inside][np.argmin(ld[inside])])
-    edges = np.concatenate([[-np.inf], cuts, [np.inf]])
-    k = int(np.argmin(np.abs(xs - x_global)))
-    return full, var((cG > edges[k]) & (cG <= edges[k + 1]))
-
-
-@jax.jit
-def _hessian_linear(c, P, sc: Scales):
-    return jax.hessian(lambda x: action_linear(x, P, sc))(c)
-
-
-@jax.jit
-def _curvature_softmax(cG, P, sc: Scales):
-    return jax.grad(jax.grad(lambda x: action_softmax(x, P, sc)))(cG)
-
-
-def _global_minima(activation, Ps, sc):
-    """Global minimum, its Hessian, and (softmax) every local minimum at each P.
-
-    Linear: :func:`bayes_attn.theory.boundaries.global_path` (continuation plus fresh starts),
-    folded onto c1 >= 0. Softmax: the dense-grid finder of the phase boundaries.
-    """
-    rows = []
-    if activation == "linear":
-        c, _ = global_path("linear", jnp.asarray(Ps), sc)
-        for P, ck in zip(Ps, np.asarray(c), strict=True):
-            ck = ck * (np.sign(ck[0]) if abs(ck[0]) > 1e-12 else 1.0)
-            H = np.asarray(_hessian_linear(jnp.asarray(ck), jnp.float64(P), sc))
-            rows.append({"c": ck, "H": H, "minima": None})
-        return rows
-    for P in Ps:
-        x, s, valid = (np.asarray(a) for a in softmax_grid_minima(jnp.float64(P), sc))
-        x, s = x[valid], s[valid]
-        g = float(x[np.argmin(s)])
-        H = np.array([[float(_curvature_softmax(jnp.float64(g), jnp.float64(P), sc))]])
-        rows.append({"c": np.array([g]), "H": H, "minima": x})
-    return rows
-
-
-def _laplace(activation, c, H, chi, L) -> float:
-    """(chi H)^-1 for c1 (linear); the delta method carries s''(cG) to aG (softmax)."""
-    if activation == "linear":
-        if np.linalg.eigvalsh(H)[0] <= 0:
-            return math.inf
-        return float(np.linalg.inv(chi * H)[0, 0])
-    aG = algebra.softmax_order(jnp.float64(c[0]), L)[1]
-    daG = 1.0 / float(algebra.softmax_dlogit(aG, L))  # daG/dcG
-    return daG**2 / (chi * float(H[0, 0]))
 
 
 def _nuts_variance(task, hyper, P, activation, c, fold, num_chains, num_warmup, num_samples, seed):
@@ -193,9 +71,10 @@ def _nuts_variance(task, hyper, P, activation, c, fold, num_chains, num_warmup, 
         progress_bar=False,
         init_params=init,
     )
-    x = idata.posterior[name].values
-    if fold:
-        x = np.abs(x)
+    post = idata.posterior
+    x = post[name].values
+    if fold:  # one Z2 image, as the quadrature (algebra.z2_sign)
+        x = np.asarray(algebra.fold_sign(x, post["cG"].values)[0])
     dev2 = (x - x.mean()) ** 2
     mcse = float(az.mcse(dev2, method="mean"))
     return float(dev2.mean()), mcse, int(idata.sample_stats.diverging.values.sum())
@@ -220,7 +99,8 @@ def precursors(
     ----------
     task, hyper : CopyTask, Hyper
     Ps : array of float
-        Training-set sizes (sorted on return).
+        Training-set sizes (sorted on return). The Laplace and quadrature columns are
+        :func:`bayes_attn.theory.fluctuations.posterior_variance`.
     activation : {"linear", "softmax"}
         The order parameter is ``c1`` (linear) or ``aG`` (softmax).
     exact : bool
@@ -242,47 +122,24 @@ def precursors(
     Paper Sec. 5; docs/theory.md §7; docs/validation.md "Precursors".
     """
     check_activation(activation)
-    Ps = np.sort(check_positive_array("Ps", Ps))
     num_chains = check_int("num_chains", num_chains, 1)
-    sc = scales(task, hyper)
-    chi = float(hyper.chi)
-    P_star = float(second_order_closed_form(sc))
-    out: dict[str, list] = {}
-    for P, g in zip(Ps, _global_minima(activation, Ps, sc), strict=True):
-        c, H = g["c"], g["H"]
-        fold = activation == "linear" and P > P_star
-        row = {
-            "q": abs(c[0])
-            if activation == "linear"
-            else float(algebra.softmax_order(c[0], task.L)[1]),
-            "var_laplace": _laplace(activation, c, H, chi, task.L),
-            "folded": fold,
-        }
-        if exact:
-            args = (jnp.float64(P), jnp.float64(chi), sc)
-            if activation == "linear":
-                lam = max(float(np.linalg.eigvalsh(H)[0]), 1e-3 * float(np.abs(H).max()))
-                R0 = np.full(2, 10.0 / math.sqrt(chi * lam))
-                row["var_exact"] = _exact_linear(*args, fold, c, R0)
-            else:
-                row["var_exact"], row["var_exact_global"] = _exact_softmax(*args, g["minima"], c[0])
-        if nuts:
-            v, m, div = _nuts_variance(
-                task, hyper, P, activation, c, fold, num_chains, num_warmup, num_samples, seed
-            )
-            row.update(var_nuts=v, mcse_nuts=m, divergences=div)
-        for k, v in row.items():
-            out.setdefault(k, []).append(v)
-    return xr.Dataset(
-        {k: (("P",), np.asarray(v)) for k, v in out.items()},
-        coords={"P": Ps},
-        attrs={
-            "activation": activation,
-            "order_parameter": "c1" if activation == "linear" else "aG",
-            "chi": chi,
-            "L": task.L,
-            "V": task.V,
-            "second_order": P_star,
-            "log_determinant": "left out",
-        },
-    )
+    ds = posterior_variance(task, hyper, Ps, activation, exact=exact)
+    if nuts:
+        rows = [
+            _nuts_variance(
+                task,
+                hyper,
+                float(P),
+                activation,
+                ds.saddle.values[k],
+                bool(ds.folded.values[k]),
+                num_chains,
+                num_warmup,
+                num_samples,
+                seed,
+            )  # fmt: skip
+            for k, P in enumerate(ds.P.values)
+        ]
+        v, m, div = (np.asarray(a) for a in zip(*rows, strict=True))
+        ds = ds.assign(var_nuts=("P", v), mcse_nuts=("P", m), divergences=("P", div))
+    return ds.drop_vars(["saddle", "coordinate"])

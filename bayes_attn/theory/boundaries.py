@@ -118,13 +118,13 @@ def crossover(sc: Scales, P_star: float | None = None, span: float = 1e3, n: int
     P_star = P_star or second_order_numeric(sc)
     grid = math.log(P_star) + np.linspace(0.01, math.log(span), n)
     c, dc = (np.asarray(a) for a in _linear_track(jnp.asarray(grid), jnp.array([1e-3, 0.0]), sc))
-    flip = np.sign(c[:, :1] + 1e-300)  # the Z2 representative with c1 >= 0
+    flip = np.asarray(algebra.z2_sign(c[:, 0], c[:, 1]))[:, None]  # the package's Z2 image
     c, dc = c * flip, dc * flip
 
     def at(lp):  # (c1, cG, dc1/dlogP, dcG/dlogP) at log P, warm-started from the grid
         k = int(np.clip(np.searchsorted(grid, lp), 0, n - 1))
         ck, dk = (np.asarray(a)[0] for a in _linear_track(jnp.asarray([lp]), jnp.asarray(c[k]), sc))
-        f = np.sign(ck[0] + 1e-300)
+        f = float(algebra.z2_sign(ck[0], ck[1]))
         return np.concatenate([ck * f, dk * f])
 
     def root(y, g):  # first downward zero crossing of the grid values y, refined on g
@@ -417,7 +417,7 @@ def phase_diagram(
     dims = (axis, "P")
     coords = {axis: values, "P": Ps}
     if activation == "linear":
-        c = c * np.sign(c[..., :1] + 1e-300)  # the Z2 representative with c1 >= 0
+        c = c * np.asarray(algebra.z2_sign(c[..., 0], c[..., 1]))[..., None]  # the Z2 image
         data = {"c1": (dims, c[..., 0]), "cG": (dims, c[..., 1])}
         attn = (c[..., 0], c[..., 1])
     else:

@@ -91,7 +91,7 @@ class Saddle:
     activation : str
     P : float
     c1, cG : float
-        Linear: the order parameters (Z2 representative with c1 >= 0). Softmax: ``cG`` is the logit gap
+        Linear: the order parameters (the Z2 image c1 + cG >= 0, :func:`~bayes_attn.algebra.z2_sign`). Softmax: ``cG`` is the logit gap
         of the copy entry and ``c1`` is None (softmax ignores it).
     aG, a1 : float or None
         Softmax order parameters, a1 = 1 - aG / L. None for linear attention.
@@ -128,9 +128,9 @@ class Saddle:
 
 
 def _canonical(activation: str, c: np.ndarray) -> np.ndarray:
-    """Z2 representative for linear attention: c1 >= 0, and cG >= 0 on the axis c1 = 0."""
+    """Z2 representative for linear attention: the image of :func:`bayes_attn.algebra.z2_sign`."""
     if activation == "linear":
-        c = c * np.sign(c[0]) if abs(c[0]) > 1e-12 else np.array([0.0, abs(c[1])])
+        c = c * float(algebra.z2_sign(c[0], c[1]))
     return c
 
 
@@ -148,7 +148,7 @@ def saddles(task, hyper, P, activation: str) -> list[Saddle]:
     Returns
     -------
     list of Saddle
-        Sorted by action. For linear attention each Z2 pair appears once (c1 >= 0).
+        Sorted by action. For linear attention each Z2 pair appears once (c1 + cG >= 0).
 
     References
     ----------

@@ -17,8 +17,8 @@ from jax.flatten_util import ravel_pytree
 from numpyro.infer.util import potential_energy
 
 import bayes_attn as ba
-from bayes_attn.experiments.protocol import sgld_step_size
 from bayes_attn.inference.adam import train_adam
+from bayes_attn.inference.members import sgld_step_size
 from bayes_attn.models.network import network_model
 
 sigma2, P, act = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
