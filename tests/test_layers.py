@@ -7,7 +7,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "bayes_attn"
 
 LAYERS = [
-    {"_validation", "progress", "distributed", "io"},
+    {"_validation", "_arviz", "progress", "distributed", "io"},
     {"task", "algebra"},
     {"theory"},
     {"models"},
@@ -56,3 +56,18 @@ def test_every_import_points_down():
             if _layer(target) > here:
                 wrong.append(f"{module}:{line} imports {target}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_computing_layers_import_without_matplotlib():
+    """Only ``plotting/`` (and the CLI's plotting commands) need matplotlib; ArviZ, which imports it,
+    is imported on first use (``bayes_attn._arviz``)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import bayes_attn, bayes_attn.inference, bayes_attn.experiments; "
+        "from bayes_attn.analysis import diagnose; "
+        "print(sorted(m for m in ('matplotlib', 'arviz') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

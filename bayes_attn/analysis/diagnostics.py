@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import warnings as _warnings
 
-import arviz as az
 import numpy as np
 import pandas as pd
 
+from bayes_attn import _arviz as az
 from bayes_attn.algebra import fold_sign, z2_sign
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 from bayes_attn.inference.record import header

@@ -64,12 +64,12 @@ import dataclasses
 import json
 import math
 
-import arviz as az
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from bayes_attn import _arviz as az
 from bayes_attn import algebra
 from bayes_attn.task import CopyTask, Hyper
 from bayes_attn.theory.action import scales

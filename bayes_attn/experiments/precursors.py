@@ -37,11 +37,11 @@ Hessians); docs/validation.md "Precursors".
 
 from __future__ import annotations
 
-import arviz as az
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from bayes_attn import _arviz as az
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int
 from bayes_attn.theory.fluctuations import posterior_variance

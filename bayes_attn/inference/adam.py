@@ -380,18 +380,8 @@ def train_adam(
         num_test=num_test if test_tokens is None else max(len(test_tokens), 1),
     )
     rng, seed, key_attrs = resolve_key(key, seed)
-    k_data, k_test, k_init, k_run = adam_keys(rng)
-    if tokens is None:
-        tokens = jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, members))
-    tokens = np.asarray(tokens)
-    if tokens.shape[:2] != (members, P):
-        raise ValueError(f"tokens must have shape ({members}, {P}, {task.L}), got {tokens.shape}")
-    check_tokens(tokens.reshape(-1, tokens.shape[-1]), task.L, task.V)
-    if test_tokens is None:
-        test_tokens = task.sample(k_test, check_int("num_test", num_test, 1))
-    test_tokens = jnp.asarray(check_tokens(test_tokens, task.L, task.V))
-    tokens = jnp.asarray(tokens)
-
+    keys = adam_keys(rng)
+    tokens, test_tokens = _datasets(task, P, members, tokens, test_tokens, num_test, keys)
     if decay_steps is None:
         decay_steps = max(max_steps - warmup_steps, 1)
     opt = adam_optimizer(
@@ -404,92 +394,153 @@ def train_adam(
         decay_steps=decay_steps,
         end_fraction=end_fraction,
     )
+    run = _Ensemble(
+        task=task,
+        hyper=hyper,
+        d_model=d_model,
+        members=members,
+        factorized=factorized,
+        train_embeddings=train_embeddings,
+        init=init,
+        init_keys=jax.random.split(keys.init, members),
+        k_run=keys.run,
+        opt=opt,
+        run_chunk=_chunk_program(opt, hyper, activation, P, task.L, batch_size, mesh),
+        mesh=mesh,
+        tokens=tokens,
+        test_tokens=test_tokens,
+        chunk=chunk,
+        max_steps=max_steps,
+        return_params=return_params,
+    )
     groups = [slice(a, min(a + group, hi)) for a in range(lo, hi, group)]
-    run_chunk = _chunk_program(opt, hyper, activation, P, task.L, batch_size, mesh)
-    init_keys = jax.random.split(k_init, members)
-
-    def run_group(idx: slice, bar):
-        """Train members ``idx``; their keys are those of the whole ensemble, so the results do
-        not depend on the grouping."""
-        n = idx.stop - idx.start
-        whole = n == members  # one group: no slicing; one device: no padding, no placement
-        if init is None:
-            start = jax.vmap(lambda k: init_params(k, task, hyper, d_model, factorized))(
-                init_keys[idx]
-            )
-        else:
-            start = {k: w if whole else jnp.asarray(w)[idx] for k, w in init.items()}
-        frozen = {n: start[n] for n in ("W_emb", "p")} if not train_embeddings else {}
-        params = {n: w for n, w in start.items() if n not in frozen}
-        opt_state = jax.vmap(opt.init)(params)
-        state, _ = pad_leading(
-            (params, opt_state, tokens if whole else tokens[idx], frozen), mesh.size
-        )
-        params, opt_state, data, frozen = shard_leading(state, mesh)
-        trim = (lambda tree: tree) if n % mesh.size == 0 else (lambda tree: unpad_leading(tree, n))
-        records, steps = [], []
-        step = 0
-        while step < max_steps:
-            keys = jax.random.split(jax.random.fold_in(k_run, step), (members, chunk))
-            keys = shard_leading(pad_leading(keys if whole else keys[idx], mesh.size)[0], mesh)
-            params, opt_state, obs = run_chunk(params, opt_state, keys, data, frozen, test_tokens)
-            step += chunk
-            records.append(jax.device_get(trim(obs)))
-            steps.append(step)
-            stopped = np.asarray(opt_state[1].stopped_at)[:n] >= 0
-            bar.update(chunk)
-            bar.set_postfix(
-                loss=f"{float(np.mean(records[-1]['train_loss'])):.4f}",
-                stopped=int(stopped.sum()),
-            )
-            if stopped.all():
-                break
-        bar.update(max(max_steps - step, 0))
-        final = jax.device_get(trim({**frozen, **params})) if return_params else {}
-        return records, steps, np.asarray(opt_state[1].stopped_at)[:n], final
-
     desc = f"adam {activation} P={P}" + (f" ({len(groups)} groups)" if len(groups) > 1 else "")
     with tqdm(total=max_steps * len(groups), disable=not progress_bar, desc=desc) as bar:
-        runs = [run_group(idx, bar) for idx in groups]
+        runs = [_train_group(run, idx, bar) for idx in groups]
     data, steps = _history(runs, activation, return_params)
-    record = RunRecord(
-        "adam",
-        seed,
-        members,
-        warmup_steps,
-        len(steps),
-        chunk,
-        settings=dict(
-            **key_attrs,
-            lr=lr,
-            warmup_init=warmup_init,
-            decay=decay,
-            decay_steps=decay_steps,
-            end_fraction=end_fraction,
-            max_steps=max_steps,
-            patience=patience,
-            min_delta=min_delta,
-            batch_size=batch_size or P,
-            factorized=factorized,
-            train_embeddings=train_embeddings,
-        ),
+    settings = dict(
+        **key_attrs,
+        lr=lr,
+        warmup_init=warmup_init,
+        decay=decay,
+        decay_steps=decay_steps,
+        end_fraction=end_fraction,
+        max_steps=max_steps,
+        patience=patience,
+        min_delta=min_delta,
+        batch_size=batch_size or P,
+        factorized=factorized,
+        train_embeddings=train_embeddings,
     )
-    # Adam trains the network: its level and options, as network_model would record them
+    attrs = _attrs(run, seed, activation, P, warmup_steps, len(steps), len(groups), settings)
+    coords = {"member": np.arange(lo, hi), "step": np.asarray(steps)}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _attrs(run, seed, activation, P, warmup_steps, records, groups, settings) -> dict:
+    """The run's record (:class:`~bayes_attn.inference.record.RunRecord`) with the network's level
+    and options, as ``network_model`` would record them, and how the run was laid out."""
+    record = RunRecord(
+        "adam", seed, run.members, warmup_steps, records, run.chunk, settings=settings
+    )
     attrs = record.attrs()
     attrs.update(
         trainer="adam",
         level="network",
         model="network_model",
         activation=activation,
-        d_model=d_model,
+        d_model=run.d_model,
         P=P,
         warmup_steps=warmup_steps,
-        **preset_attrs(task, hyper),
+        **preset_attrs(run.task, run.hyper),
     )
-    attrs.update(devices=mesh.size, member_groups=len(groups))  # how the run was laid out
-    attrs.update(members=members)
-    coords = {"member": np.arange(lo, hi), "step": np.asarray(steps)}
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+    attrs.update(devices=run.mesh.size, member_groups=groups)
+    attrs.update(members=run.members)
+    return attrs
+
+
+def _datasets(task, P, members, tokens, test_tokens, num_test, keys: AdamKeys):
+    """The members' training sets (members, P, L) and the shared held-out set, checked; drawn from
+    ``keys.data`` and ``keys.test`` where not given."""
+    if tokens is None:
+        tokens = jax.vmap(lambda k: task.sample(k, P))(jax.random.split(keys.data, members))
+    tokens = np.asarray(tokens)
+    if tokens.shape[:2] != (members, P):
+        raise ValueError(f"tokens must have shape ({members}, {P}, {task.L}), got {tokens.shape}")
+    check_tokens(tokens.reshape(-1, tokens.shape[-1]), task.L, task.V)
+    if test_tokens is None:
+        test_tokens = task.sample(keys.test, check_int("num_test", num_test, 1))
+    test_tokens = jnp.asarray(check_tokens(test_tokens, task.L, task.V))
+    return jnp.asarray(tokens), test_tokens
+
+
+class _Ensemble(NamedTuple):
+    """What every group of one :func:`train_adam` call shares."""
+
+    task: object
+    hyper: object
+    d_model: int
+    members: int
+    factorized: bool
+    train_embeddings: bool
+    init: dict | None
+    init_keys: jax.Array  # (members,): the initial draw of each member
+    k_run: jax.Array  # folded with the step: the minibatch keys of each chunk
+    opt: optax.GradientTransformation
+    run_chunk: object
+    mesh: object
+    tokens: jax.Array
+    test_tokens: jax.Array
+    chunk: int
+    max_steps: int
+    return_params: bool
+
+
+def _start(run: _Ensemble, idx: slice, whole: bool) -> dict:
+    """The starting weights of members ``idx``: their prior draws, or their rows of ``init``."""
+    if run.init is None:
+        return jax.vmap(lambda k: init_params(k, run.task, run.hyper, run.d_model, run.factorized))(
+            run.init_keys[idx]
+        )
+    return {k: w if whole else jnp.asarray(w)[idx] for k, w in run.init.items()}
+
+
+def _train_group(run: _Ensemble, idx: slice, bar):
+    """Train members ``idx``; their keys are those of the whole ensemble, so the results do not
+    depend on the grouping. Returns the chunks' observables, the step after each chunk, each
+    member's stopping step and (with ``return_params``) its final weights."""
+    n = idx.stop - idx.start
+    whole = n == run.members  # one group: no slicing; one device: no padding, no placement
+    start = _start(run, idx, whole)
+    frozen = {k: start[k] for k in ("W_emb", "p")} if not run.train_embeddings else {}
+    params = {k: w for k, w in start.items() if k not in frozen}
+    opt_state = jax.vmap(run.opt.init)(params)
+    data = run.tokens if whole else run.tokens[idx]
+    state, _ = pad_leading((params, opt_state, data, frozen), run.mesh.size)
+    params, opt_state, data, frozen = shard_leading(state, run.mesh)
+    size = run.mesh.size
+    trim = (lambda tree: tree) if n % size == 0 else (lambda tree: unpad_leading(tree, n))
+    records, steps = [], []
+    step = 0
+    while step < run.max_steps:
+        keys = jax.random.split(jax.random.fold_in(run.k_run, step), (run.members, run.chunk))
+        keys = shard_leading(pad_leading(keys if whole else keys[idx], size)[0], run.mesh)
+        params, opt_state, obs = run.run_chunk(
+            params, opt_state, keys, data, frozen, run.test_tokens
+        )
+        step += run.chunk
+        records.append(jax.device_get(trim(obs)))
+        steps.append(step)
+        stopped = np.asarray(opt_state[1].stopped_at)[:n] >= 0
+        bar.update(run.chunk)
+        bar.set_postfix(
+            loss=f"{float(np.mean(records[-1]['train_loss'])):.4f}", stopped=int(stopped.sum())
+        )
+        if stopped.all():
+            break
+    bar.update(max(run.max_steps - step, 0))
+    final = jax.device_get(trim({**frozen, **params})) if run.return_params else {}
+    return records, steps, np.asarray(opt_state[1].stopped_at)[:n], final
 
 
 def merge_ensembles(parts) -> xr.Dataset:

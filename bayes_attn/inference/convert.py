@@ -7,11 +7,11 @@ the run's record (:mod:`bayes_attn.inference.record`).
 
 from __future__ import annotations
 
-import arviz as az
 import numpy as np
 import xarray as xr
 
 import bayes_attn
+from bayes_attn import _arviz as az
 from bayes_attn.inference.record import RunRecord, tokens_of
 
 #: the dims of each site of the package's models (M: Level 1; the rest: the network)

@@ -7,9 +7,9 @@ NumPyro's ``MCMC``/``NUTS`` with vectorised chains; ArviZ ``from_numpyro``.
 
 from __future__ import annotations
 
-import arviz as az
 from numpyro.infer import MCMC, NUTS
 
+from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int
 from bayes_attn.inference._call import model_call, resolve_key, unconstrained_init
 from bayes_attn.inference.convert import from_mcmc

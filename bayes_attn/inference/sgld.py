@@ -28,7 +28,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -50,6 +49,7 @@ from numpyro.infer.util import (
 from numpyro.primitives import Messenger
 from numpyro.util import is_prng_key, not_jax_tracer
 
+from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.inference._call import model_call, resolve_key
 from bayes_attn.inference.convert import from_mcmc

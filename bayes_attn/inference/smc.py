@@ -147,7 +147,6 @@ import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -158,6 +157,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer.util import constrain_fn
 from scipy import stats
 
+from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.inference._call import model_call, resolve_key
 from bayes_attn.inference.convert import from_draws
@@ -586,14 +586,6 @@ def run_smc(
     SMCWarning
         When a run's lineages collapse or the runs disagree (:func:`smc_problems`).
     """
-    from blackjax import adaptive_tempered_smc
-    from blackjax.mcmc import hmc as bj_hmc
-    from blackjax.mcmc import random_walk as bj_rw
-    from blackjax.smc import inner_kernel_tuning, resampling
-    from blackjax.smc.inner_kernel_tuning import StateWithParameterOverride
-    from blackjax.smc.tempered import TemperedSMCState
-    from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
-
     if "max_steps" in kwargs:
         warnings.warn(
             "run_smc(max_steps=...) is deprecated: use max_tempering_steps",
@@ -603,31 +595,26 @@ def run_smc(
         max_tempering_steps = kwargs.pop("max_steps")
     model_args, model_kwargs = model_call("run_smc", args, kwargs, model_args, model_kwargs)
     rng, seed, key_attrs = resolve_key(key, seed)
-    num_particles = check_int("num_particles", num_particles, 2)
-    num_runs = check_int("num_runs", num_runs, 1)
-    num_mcmc_steps = check_int("num_mcmc_steps", num_mcmc_steps, 1)
-    max_mcmc_steps = check_int("max_mcmc_steps", max_mcmc_steps, num_mcmc_steps)
-    num_integration_steps = check_int("num_integration_steps", num_integration_steps, 1)
-    batch_size = check_int("batch_size", batch_size, 0)
-    max_steps = check_int("max_tempering_steps", max_tempering_steps, 1)
-    reference_scale = check_positive("reference_scale", reference_scale)
-    evidence_tolerance = check_positive("evidence_tolerance", evidence_tolerance)
-    mixing_target = float(mixing_target)
-    if not 0.0 <= mixing_target < 1.0:
-        raise ValueError(f"mixing_target must be in [0, 1), got {mixing_target}")
-    target_ess = float(target_ess)
-    if not 0.0 < target_ess < 1.0:
-        raise ValueError(f"target_ess must be in (0, 1), got {target_ess}")
-    if kernel not in ("auto", "rwm", "hmc"):
-        raise ValueError(f"kernel must be 'auto', 'rwm' or 'hmc', got {kernel!r}")
+    opts = _Options.checked(
+        num_particles=num_particles,
+        num_runs=num_runs,
+        num_mcmc_steps=num_mcmc_steps,
+        max_mcmc_steps=max_mcmc_steps,
+        mixing_target=mixing_target,
+        target_ess=target_ess,
+        kernel=kernel,
+        num_integration_steps=num_integration_steps,
+        batch_size=batch_size,
+        max_tempering_steps=max_tempering_steps,
+        min_lineages=min_lineages,
+        evidence_tolerance=evidence_tolerance,
+    )
     if model_kwargs.get("batch_size") is not None:
         raise ValueError(
             "model_kwargs: run_smc needs the full likelihood, but the model's batch_size is "
             f"{model_kwargs['batch_size']} (a minibatch); leave it out (batch_size=None)"
         )
-    if min_lineages is None:
-        min_lineages = default_min_lineages(num_particles)
-    min_lineages = check_int("min_lineages", min_lineages, 0)
+    reference_scale = check_positive("reference_scale", reference_scale)
     t_start = time.perf_counter()
 
     split = split_log_density(
@@ -637,15 +624,134 @@ def run_smc(
         reference_loc=reference_loc,
         reference_scale=reference_scale,
     )
-    log_parts, improper = split.log_parts, split.improper
     flat0, unravel = ravel_pytree({n: jnp.zeros(sh) for n, sh in split.shapes.items()})
     dim = int(flat0.shape[0])
-    if kernel == "auto":
-        kernel = "rwm" if dim <= _AUTO_RWM_MAX_DIM else "hmc"
-    dense = kernel == "rwm" or _DENSE_PARTICLES_PER_DIM * dim <= num_particles
+    opts = opts.for_dimension(dim)
     if progress_bar:
-        _announce(log_parts, unravel, flat0, dim, kernel, num_runs, num_particles,
-                  num_integration_steps, num_mcmc_steps, max_mcmc_steps)  # fmt: skip
+        _announce(split.log_parts, unravel, flat0, dim, opts)
+    program = _program(split, unravel, dim, opts)
+
+    key, k_init = jax.random.split(rng)
+    state = program.initial(jax.random.split(k_init, opts.num_runs))
+    eve = jnp.tile(jnp.arange(opts.num_particles), (opts.num_runs, 1))
+    state, eve, records, key = _temper(program.advance, state, eve, key, opts, progress_bar)
+    # the genealogy's variance estimate, from the last reweighting (before the rejuvenation)
+    weights, eve_np = np.asarray(state.sampler_state.weights), np.asarray(eve)
+    run_var = np.array(
+        [
+            _lineage_variance(eve_np[r], w, len(rec))
+            for r, (w, rec) in enumerate(zip(weights, records, strict=True))
+        ]
+    )
+    # rejuvenate at lambda = 1 (increment 0; equal weights after it), then shuffle the draws
+    key, k_last, k_perm = jax.random.split(key, 3)
+    state, eve, last = program.advance(jax.random.split(k_last, opts.num_runs), state, eve, True)
+    perm = jax.vmap(lambda k: jax.random.permutation(k, opts.num_particles))(
+        jax.random.split(k_perm, opts.num_runs)
+    )
+    x = jnp.take_along_axis(state.sampler_state.particles, perm[:, :, None], axis=1)
+    eve = np.asarray(jnp.take_along_axis(eve, perm, axis=1))
+
+    def values(xi):
+        u = unravel(xi)
+        out = constrain_fn(model, model_args, model_kwargs, u, return_deterministic=True)
+        return out, split.log_parts(u)[1]
+
+    over_runs = functools.partial(_over_runs, sequential=opts.batch_size > 0)
+    draws, lp = jax.jit(over_runs(lambda xs: _map(values, xs, opts.batch_size)))(x)
+    attrs = _smc_attrs(records, run_var, last, eve, opts, split.improper)
+    attrs["reference"] = (
+        f"proper priors; Normal({reference_loc}, {reference_scale}) in unconstrained space for "
+        "improper sites"
+    )
+    attrs["wall_time_s"] = time.perf_counter() - t_start
+    for problem in smc_problems(attrs):
+        warnings.warn(f"run_smc: {problem}", SMCWarning, stacklevel=2)
+    record = RunRecord("smc", seed, opts.num_runs, 0, opts.num_particles, settings=key_attrs)
+    idata = from_draws(draws, {"lp": lp, "eve": eve}, record, model, model_args, model_kwargs)
+    for group in idata.groups():
+        idata[group].attrs.update(attrs)
+    return idata
+
+
+class _Options(NamedTuple):
+    """:func:`run_smc`'s sampler options, checked; ``kernel`` and ``dense`` are resolved per
+    dimension by :meth:`for_dimension`."""
+
+    num_particles: int
+    num_runs: int
+    num_mcmc_steps: int
+    max_mcmc_steps: int
+    mixing_target: float
+    target_ess: float
+    kernel: str
+    num_integration_steps: int
+    batch_size: int
+    max_tempering_steps: int
+    min_lineages: int
+    evidence_tolerance: float
+    dense: bool = False
+
+    @classmethod
+    def checked(cls, **o) -> _Options:
+        """Every option checked, each error naming its parameter, before any work starts."""
+        o["num_particles"] = check_int("num_particles", o["num_particles"], 2)
+        o["num_runs"] = check_int("num_runs", o["num_runs"], 1)
+        o["num_mcmc_steps"] = check_int("num_mcmc_steps", o["num_mcmc_steps"], 1)
+        o["max_mcmc_steps"] = check_int("max_mcmc_steps", o["max_mcmc_steps"], o["num_mcmc_steps"])
+        o["num_integration_steps"] = check_int(
+            "num_integration_steps", o["num_integration_steps"], 1
+        )
+        o["batch_size"] = check_int("batch_size", o["batch_size"], 0)
+        o["max_tempering_steps"] = check_int("max_tempering_steps", o["max_tempering_steps"], 1)
+        o["evidence_tolerance"] = check_positive("evidence_tolerance", o["evidence_tolerance"])
+        o["mixing_target"] = float(o["mixing_target"])
+        if not 0.0 <= o["mixing_target"] < 1.0:
+            raise ValueError(f"mixing_target must be in [0, 1), got {o['mixing_target']}")
+        o["target_ess"] = float(o["target_ess"])
+        if not 0.0 < o["target_ess"] < 1.0:
+            raise ValueError(f"target_ess must be in (0, 1), got {o['target_ess']}")
+        if o["kernel"] not in ("auto", "rwm", "hmc"):
+            raise ValueError(f"kernel must be 'auto', 'rwm' or 'hmc', got {o['kernel']!r}")
+        if o["min_lineages"] is None:
+            o["min_lineages"] = default_min_lineages(o["num_particles"])
+        o["min_lineages"] = check_int("min_lineages", o["min_lineages"], 0)
+        return cls(**o)
+
+    def for_dimension(self, dim: int) -> _Options:
+        """``"auto"``: RWM up to 10 unconstrained dimensions, else HMC; HMC's metric is dense when
+        there are at least 10 particles per dimension (RWM's always)."""
+        kernel = self.kernel
+        if kernel == "auto":
+            kernel = "rwm" if dim <= _AUTO_RWM_MAX_DIM else "hmc"
+        dense = kernel == "rwm" or _DENSE_PARTICLES_PER_DIM * dim <= self.num_particles
+        return self._replace(kernel=kernel, dense=dense)
+
+
+class _Program(NamedTuple):
+    """The jitted pieces of one SMC run, over the run axis: the initial clouds and one step."""
+
+    initial: Callable  # keys (runs,) -> state
+    advance: Callable  # (keys, state, eve, force) -> (state, eve, record)
+
+
+def _program(split: SplitDensity, unravel, dim: int, opts: _Options) -> _Program:
+    """BlackJAX's adaptive tempered SMC with tuned inner moves, vectorised over the runs.
+
+    The moves' parameters come from the weighted particle cloud (its covariance, or diagonal, as
+    the metric) and their scale from the last step's acceptance (``inner_kernel_tuning``); the
+    number of moves per step from the mixing statistic (:func:`_mixing_strategy`). A run already at
+    lambda = 1 stays put unless ``force`` (the rejuvenation at lambda = 1).
+    """
+    from blackjax import adaptive_tempered_smc
+    from blackjax.mcmc import hmc as bj_hmc
+    from blackjax.mcmc import random_walk as bj_rw
+    from blackjax.smc import inner_kernel_tuning, resampling
+    from blackjax.smc.inner_kernel_tuning import StateWithParameterOverride
+    from blackjax.smc.tempered import TemperedSMCState
+    from blackjax.smc.tuning.from_kernel_info import update_scale_from_acceptance_rate
+
+    log_parts = split.log_parts
 
     def logprior_fn(x):
         return log_parts(unravel(x))[0]
@@ -655,13 +761,13 @@ def run_smc(
         v = log_joint - log_ref
         return jnp.where(jnp.isfinite(v), v, _FLOOR)
 
-    if kernel == "rwm":
+    if opts.kernel == "rwm":
         step_fn, init_fn, target_acc = _rwm_step, bj_rw.init, _RWM_TARGET
         make_params, knob0 = _rwm_params, 2.38 / math.sqrt(dim)
     else:
-        step_fn = functools.partial(_hmc_step, num_integration_steps=num_integration_steps)
+        step_fn = functools.partial(_hmc_step, num_integration_steps=opts.num_integration_steps)
         init_fn, target_acc = bj_hmc.init, _HMC_TARGET
-        make_params = functools.partial(_hmc_params, dense=dense)
+        make_params = functools.partial(_hmc_params, dense=opts.dense)
         knob0 = 0.5 * dim**-0.25
 
     def update_parameters(rng_key, state, info):
@@ -682,12 +788,14 @@ def run_smc(
         init_fn,
         resampling.systematic,
         update_parameters,
-        num_mcmc_steps=num_mcmc_steps,
-        target_ess=target_ess,
-        update_strategy=_mixing_strategy(num_mcmc_steps, max_mcmc_steps, mixing_target),
-        batch_size=batch_size,
+        num_mcmc_steps=opts.num_mcmc_steps,
+        target_ess=opts.target_ess,
+        update_strategy=_mixing_strategy(
+            opts.num_mcmc_steps, opts.max_mcmc_steps, opts.mixing_target
+        ),
+        batch_size=opts.batch_size,
     )
-    over_runs = functools.partial(_over_runs, sequential=batch_size > 0)
+    over_runs = functools.partial(_over_runs, sequential=opts.batch_size > 0)
 
     def one_step(key, state, eve, force):
         """One tempering step of one run; a run already at lambda = 1 stays put unless forced."""
@@ -705,36 +813,37 @@ def run_smc(
         new_state = jax.tree.map(lambda a, b: jnp.where(keep, a, b), state, new_state)
         return new_state, jnp.where(keep, eve, eve[info.ancestors]), record
 
+    def initial_state(key):
+        x0 = _map(
+            lambda kk: ravel_pytree(split.draw_reference(kk))[0],
+            jax.random.split(key, opts.num_particles),
+            opts.batch_size,
+        )
+        w0 = jnp.full((opts.num_particles,), 1.0 / opts.num_particles, dtype=x0.dtype)
+        params = make_params(x0, w0, jnp.asarray(knob0, dtype=x0.dtype))
+        sampler_state = TemperedSMCState(x0, w0, jnp.zeros((), dtype=x0.dtype))
+        return StateWithParameterOverride(sampler_state, params)
+
     advance = jax.jit(
         lambda keys, state, eve, force: over_runs(functools.partial(one_step, force=force))(
             keys, state, eve
         )
     )
+    return _Program(jax.jit(over_runs(initial_state)), advance)
 
-    def initial_state(key):
-        x0 = _map(
-            lambda kk: ravel_pytree(split.draw_reference(kk))[0],
-            jax.random.split(key, num_particles),
-            batch_size,
-        )
-        w0 = jnp.full((num_particles,), 1.0 / num_particles, dtype=x0.dtype)
-        params = make_params(x0, w0, jnp.asarray(knob0, dtype=x0.dtype))
-        sampler_state = TemperedSMCState(x0, w0, jnp.zeros((), dtype=x0.dtype))
-        return StateWithParameterOverride(sampler_state, params)
 
-    key, k_init = jax.random.split(rng)
-    state = jax.jit(over_runs(initial_state))(jax.random.split(k_init, num_runs))
-    eve = jnp.tile(jnp.arange(num_particles), (num_runs, 1))
-    lam = np.zeros(num_runs)
-    records = [[] for _ in range(num_runs)]
+def _temper(advance, state, eve, key, opts: _Options, progress_bar: bool):
+    """Step every run until all reach lambda = 1; per run the list of its steps' records."""
+    lam = np.zeros(opts.num_runs)
+    records = [[] for _ in range(opts.num_runs)]
     while (lam < 1.0).any():
-        if max(len(r) for r in records) >= max_steps:
+        if max(len(r) for r in records) >= opts.max_tempering_steps:
             raise RuntimeError(
-                f"max_tempering_steps: lambda reached only {lam.min():.3g} after {max_steps} "
-                "tempering steps"
+                f"max_tempering_steps: lambda reached only {lam.min():.3g} after "
+                f"{opts.max_tempering_steps} tempering steps"
             )
         key, sub = jax.random.split(key)
-        state, eve, rec = advance(jax.random.split(sub, num_runs), state, eve, False)
+        state, eve, rec = advance(jax.random.split(sub, opts.num_runs), state, eve, False)
         rec = [np.asarray(r) for r in rec]
         for r in np.flatnonzero(lam < 1.0):
             records[r].append(tuple(float(v[r]) for v in rec))
@@ -749,76 +858,49 @@ def run_smc(
                 np.array2string(rec[3]),
                 np.array2string(rec[2], precision=3),
             )
-    # the genealogy's variance estimate, from the last reweighting (before the rejuvenation)
-    weights = np.asarray(state.sampler_state.weights)
-    eve_np = np.asarray(eve)
-    run_var = np.array(
-        [_lineage_variance(eve_np[r], weights[r], len(records[r])) for r in range(num_runs)]
-    )
-    # rejuvenate at lambda = 1 (increment 0; equal weights after it), then shuffle the draws
-    key, k_last, k_perm = jax.random.split(key, 3)
-    state, eve, last = advance(jax.random.split(k_last, num_runs), state, eve, True)
-    perm = jax.vmap(lambda k: jax.random.permutation(k, num_particles))(
-        jax.random.split(k_perm, num_runs)
-    )
-    x = jnp.take_along_axis(state.sampler_state.particles, perm[:, :, None], axis=1)
-    eve = np.asarray(jnp.take_along_axis(eve, perm, axis=1))
+    return state, eve, records, key
 
-    def values(xi):
-        u = unravel(xi)
-        out = constrain_fn(model, model_args, model_kwargs, u, return_deterministic=True)
-        return out, log_parts(u)[1]
 
-    draws, lp = jax.jit(over_runs(lambda xs: _map(values, xs, batch_size)))(x)
+def _smc_attrs(records, run_var, last, eve, opts: _Options, improper) -> dict:
+    """The evidence, the per-run and per-step diagnostics and the settings (run_smc's attrs)."""
     steps = [np.asarray(r) for r in records]  # per run: (steps, 6)
     log_z = np.array([float(np.sum(s[:, 1])) for s in steps])
-    summary = _evidence_summary(log_z, run_var, evidence_tolerance)
-    lineages = np.array([np.unique(e).size for e in eve])
+    per_step = ("tempering_schedule", "log_evidence_increments", "acceptance_rate", "num_moves",
+                "mixing_correlation", "ess")  # fmt: skip
     attrs = {
-        **summary,
-        "num_runs": num_runs,
+        **_evidence_summary(log_z, run_var, opts.evidence_tolerance),
+        "num_runs": opts.num_runs,
         "num_tempering_steps": np.array([s.shape[0] for s in steps]),
-        "tempering_schedule": np.concatenate([s[:, 0] for s in steps]),
-        "log_evidence_increments": np.concatenate([s[:, 1] for s in steps]),
-        "acceptance_rate": np.concatenate([s[:, 2] for s in steps]),
-        "num_moves": np.concatenate([s[:, 3] for s in steps]).astype(np.int64),
-        "mixing_correlation": np.concatenate([s[:, 4] for s in steps]),
-        "ess": np.concatenate([s[:, 5] for s in steps]),
+        **{name: np.concatenate([s[:, i] for s in steps]) for i, name in enumerate(per_step)},
         "ess_final": np.array([s[-1, 5] for s in steps]),
         "final_acceptance_rate": np.asarray(last[2], dtype=np.float64),
         "final_num_moves": np.asarray(last[3], dtype=np.int64),
-        "kernel": kernel,
-        "dense_metric": int(dense),
-        "num_particles": num_particles,
-        "num_mcmc_steps": num_mcmc_steps,
-        "max_mcmc_steps": max_mcmc_steps,
-        "mixing_target": mixing_target,
-        "target_ess": target_ess,
-        "reference": f"proper priors; Normal({reference_loc}, {reference_scale}) in unconstrained "
-        "space for improper sites",
+        "kernel": opts.kernel,
+        "dense_metric": int(opts.dense),
+        "num_particles": opts.num_particles,
+        "num_mcmc_steps": opts.num_mcmc_steps,
+        "max_mcmc_steps": opts.max_mcmc_steps,
+        "mixing_target": opts.mixing_target,
+        "target_ess": opts.target_ess,
         "improper_sites": ",".join(sorted(improper)),
-        "num_eve_lineages": lineages,
-        "min_lineages": min_lineages,
-        "evidence_tolerance": evidence_tolerance,
-        "wall_time_s": time.perf_counter() - t_start,
+        "num_eve_lineages": np.array([np.unique(e).size for e in eve]),
+        "min_lineages": opts.min_lineages,
+        "evidence_tolerance": opts.evidence_tolerance,
     }
-    problems = smc_problems(attrs)
-    for p in problems:
-        warnings.warn(f"run_smc: {p}", SMCWarning, stacklevel=2)
-    record = RunRecord("smc", seed, num_runs, 0, num_particles, settings=key_attrs)
-    idata = from_draws(draws, {"lp": lp, "eve": eve}, record, model, model_args, model_kwargs)
-    for group in idata.groups():
-        idata[group].attrs.update(attrs)
-    return idata
+    attrs["num_moves"] = attrs["num_moves"].astype(np.int64)
+    return attrs
 
 
-def _announce(log_parts, unravel, flat0, dim, kernel, runs, particles, leapfrog, lo, hi):
+def _announce(log_parts, unravel, flat0, dim, opts: _Options):
     """Say what the run will do and what a tempering step costs, before the first one."""
     seconds = seconds_per_call(jax.jit(jax.grad(lambda x: log_parts(unravel(x))[1])), flat0)
-    per_move = runs * particles * ((leapfrog + 1) if kernel == "hmc" else 1)
+    leapfrog = (opts.num_integration_steps + 1) if opts.kernel == "hmc" else 1
+    per_move = opts.num_runs * opts.num_particles * leapfrog
+    lo, hi = opts.num_mcmc_steps, opts.max_mcmc_steps
     announce(
-        f"run_smc: {runs} runs x {particles} particles in {dim} dimensions, {kernel} moves; "
-        f"each tempering step ({lo}-{hi} moves; a run takes typically 5-40 steps)",
+        f"run_smc: {opts.num_runs} runs x {opts.num_particles} particles in {dim} dimensions, "
+        f"{opts.kernel} moves; each tempering step ({lo}-{hi} moves; a run takes typically 5-40 "
+        "steps)",
         (per_move * lo, per_move * hi),
         seconds,
     )
