@@ -35,10 +35,9 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int
 from bayes_attn.inference.adam import adam_keys, train_adam
-from bayes_attn.inference.members import sgld_program
+from bayes_attn.inference.members import chain_means, sgld_program
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_params
 from bayes_attn.theory.hysteresis import theory_sweep
@@ -166,17 +165,9 @@ def _adam_row(ds: xr.Dataset, activation: str) -> dict:
 
 
 def _sgld_row(obs: dict, activation: str) -> dict:
-    """Per member: the SGLD means (folded for linear), the sd of qG, the train loss, the step."""
-    q1, qG = np.asarray(obs["c1"]), np.asarray(obs["cG"])  # (member, draw)
-    if activation == "linear":
-        q1, qG = (np.asarray(x) for x in algebra.fold_sign(q1, qG))
-    return {
-        "sgld_q1": q1.mean(1),
-        "sgld_qG": qG.mean(1),
-        "sgld_qG_sd": qG.std(1),
-        "sgld_train_loss": np.asarray(obs["train_loss"]).mean(1),
-        "sgld_step_size": obs["step_size"],
-    }
+    """Per member: the SGLD means, the sd of qG, the train loss, the step (:func:`chain_means`)."""
+    m = chain_means(obs, activation)
+    return {"sgld_" + k: m[k] for k in ("q1", "qG", "qG_sd", "train_loss", "step_size")}
 
 
 def orthonormal_start(task, hyper, d_model: int, members: int, seed: int = 0) -> dict:

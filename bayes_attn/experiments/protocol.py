@@ -32,7 +32,7 @@ from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.analysis import classify_minima, final_state
 from bayes_attn.inference.adam import DECAYS, train_adam, warmup_steps_for
-from bayes_attn.inference.members import sgld_program
+from bayes_attn.inference.members import chain_means, sgld_program
 from bayes_attn.task import CopyTask, Hyper
 from bayes_attn.theory.level1 import level1_map
 from bayes_attn.theory.saddles import global_saddle
@@ -153,17 +153,9 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
         batch_size=cfg.batch_size if cfg.batch_size < P else None,
     )
     obs = run(jax.random.split(key, tokens.shape[0]), tokens, adam_params)
-    c1, cG = np.asarray(obs["c1"]), np.asarray(obs["cG"])  # (member, draw)
-    if activation == "linear":
-        c1, cG = (np.asarray(x) for x in algebra.fold_sign(c1, cG))
-    return {
-        "c1": c1.mean(1),
-        "cG": cG.mean(1),
-        "c1_sd": c1.std(1),
-        "cG_sd": cG.std(1),
-        "train_loss": np.asarray(obs["train_loss"]).mean(1),
-        "step": np.asarray(obs["step_size"]),
-    }
+    m = chain_means(obs, activation)
+    names = {"q1": "c1", "qG": "cG", "q1_sd": "c1_sd", "qG_sd": "cG_sd", "step_size": "step"}
+    return {names.get(k, k): v for k, v in m.items()}
 
 
 def _held_out(cfg: ProtocolConfig, task):

@@ -23,7 +23,14 @@ from bayes_attn.inference.sgld import SGLD
 from bayes_attn.inference.sharding import sharded_map
 from bayes_attn.models.network import forward, loss_per_token, network_model
 
-__all__ = ["STEP_CAP", "STEP_SAFETY", "member_observables", "sgld_program", "sgld_step_size"]
+__all__ = [
+    "STEP_CAP",
+    "STEP_SAFETY",
+    "chain_means",
+    "member_observables",
+    "sgld_program",
+    "sgld_step_size",
+]
 
 
 STEP_CAP = 5e-4  # SGLD step at most STEP_CAP / d_model
@@ -78,7 +85,7 @@ def sgld_program(
 ):
     """``run(keys, tokens, params)``: one SGLD chain per member from its weights ``params`` (leading
     member axis) on its dataset ``tokens``; per draw the order parameters on ``test`` and the train
-    loss (:func:`_observables`, computed inside the scan after every ``thinning`` steps, so memory
+    loss (:func:`member_observables`, computed inside the scan after every ``thinning`` steps, so memory
     does not grow with the number of draws). The kernel is driven directly in one jitted program
     (one compilation per P) that scans the steps and maps over the members; the embeddings, when
     frozen, enter the model as data, so each member keeps its own. The protocol's SGLD stage and
@@ -155,3 +162,21 @@ def member_observables(params, tokens, test, activation):
     f, _ = forward(params, tokens, activation)
     loss = loss_per_token(f, tokens)
     return {"c1": pr["c1"], "cG": pr["cG"], "train_loss": loss}
+
+
+def chain_means(obs: dict, activation: str) -> dict:
+    """Per member, from the draws of a :func:`sgld_program` run: the means and sds of the order
+    parameters (folded onto :func:`bayes_attn.algebra.z2_sign` for linear attention), the mean train
+    loss and the step used. Keys ``q1``, ``qG``, ``q1_sd``, ``qG_sd``, ``train_loss``,
+    ``step_size``; the order parameters are the projection's (c1, cG) for either activation."""
+    q1, qG = np.asarray(obs["c1"]), np.asarray(obs["cG"])  # (member, draw)
+    if activation == "linear":
+        q1, qG = (np.asarray(x) for x in algebra.fold_sign(q1, qG))
+    return {
+        "q1": q1.mean(1),
+        "qG": qG.mean(1),
+        "q1_sd": q1.std(1),
+        "qG_sd": qG.std(1),
+        "train_loss": np.asarray(obs["train_loss"]).mean(1),
+        "step_size": np.asarray(obs["step_size"]),
+    }
