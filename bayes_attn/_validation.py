@@ -106,3 +106,24 @@ def check_attention(A, name: str = "A"):
     if not isinstance(A, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(A))):
         raise ValueError(f"{name} must be finite (got NaN or inf entries)")
     return A
+
+
+def check_gram(gram, n: int, name: str = "gram"):
+    """Validate the Gram W^T W / d of embeddings: (n, n), finite, symmetric, positive semidefinite.
+
+    Traced Grams are checked for shape only. Returns the array (or the tracer).
+    """
+    shape = jnp.shape(gram)
+    if shape != (n, n):
+        raise ValueError(f"{name} must have shape (V + L, V + L) = ({n}, {n}), got {shape}")
+    if isinstance(gram, jax.core.Tracer):
+        return gram
+    g = np.asarray(gram, dtype=float)
+    if not np.all(np.isfinite(g)):
+        raise ValueError(f"{name} must be finite (got NaN or inf entries)")
+    scale = max(float(np.abs(g).max()), 1e-300)
+    if np.abs(g - g.T).max() > 1e-8 * scale:
+        raise ValueError(f"{name} must be symmetric (a Gram W^T W / d)")
+    if np.linalg.eigvalsh(0.5 * (g + g.T))[0] < -1e-8 * scale:
+        raise ValueError(f"{name} must be positive semidefinite (a Gram W^T W / d)")
+    return gram

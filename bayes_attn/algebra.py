@@ -104,12 +104,16 @@ def _symbols(t, V: int) -> jax.Array:
     return jnp.arange(t.shape[-1]) * V + t
 
 
-def logits_from_M(M, tokens, V: int) -> jax.Array:
+def logits_from_M(M, tokens, V: int, gram=None) -> jax.Array:
     """Level-1 logits K[p, a, b] = psi[p, a]^T M psi[p, b], shape (P, L, L), by one table gather.
 
     Every feature is one of the V * L columns of the frame X (a token at a position), so all logits
     are entries of the (V L) x (V L) table T = X^T M X, gathered by (token, position) symbol. No
     (P, L, V+L) tensor is formed, and the backward pass is one scatter into T.
+
+    With the Gram ``gram`` = W^T W / d of frozen embeddings W, ``M`` is the form on the whitened
+    features R^T psi (:func:`gram_factor`), and the logits are psi^T (R M R^T) psi
+    (docs/theory.md, "Frozen embeddings at any width").
     """
     tokens = _tokens(tokens, V)
     L = tokens.shape[-1]
@@ -117,10 +121,62 @@ def logits_from_M(M, tokens, V: int) -> jax.Array:
         raise ValueError(
             f"M must have shape (V + L, V + L) = ({V + L}, {V + L}), got {jnp.shape(M)}"
         )
+    if gram is not None:
+        R = gram_factor(gram, V + L)
+        M = R @ M @ R.T
     X = jnp.asarray(feature_frame(L, V), dtype=M.dtype)
     T = X.T @ M @ X
     s = _symbols(tokens, V)  # checked above
     return T[s[..., :, None], s[..., None, :]]
+
+
+def embedding_gram(W_emb, p) -> jax.Array:
+    """The Gram g = W^T W / d of the embeddings W = [W_emb | p] (d x (V + L)), shape (V + L, V + L)."""
+    W = jnp.concatenate([jnp.asarray(W_emb), jnp.asarray(p)], axis=1)
+    return W.T @ W / W.shape[0]
+
+
+def gram_factor(gram, n: int | None = None) -> jax.Array:
+    """A square factor R with R R^T = ``gram`` ((V + L) x (V + L), symmetric positive semidefinite).
+
+    R = Q diag(sqrt(lambda)) from the eigendecomposition, so it exists at every width: for d < V + L
+    the Gram has rank d and the columns of R past it are zero (the directions outside the
+    embeddings' span, which the data never see). Jit-safe: the shape does not depend on the rank.
+    ``n`` checks the shape when given.
+    """
+    gram = jnp.asarray(gram)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or (n is not None and gram.shape[0] != n):
+        want = f"({n}, {n})" if n is not None else "square"
+        raise ValueError(f"gram must have shape {want}, got {gram.shape}")
+    lam, Q = jnp.linalg.eigh(0.5 * (gram + gram.T))
+    return Q * jnp.sqrt(jnp.clip(lam, 0.0, None))
+
+
+def span_basis(W_emb, p, gram=None) -> jax.Array:
+    """U (d x (V + L)) with W = sqrt(d) U R^T, R = :func:`gram_factor` of the embeddings' Gram.
+
+    Its nonzero columns are orthonormal (U^T U = I on the rank of the Gram), so a network's weights
+    map onto the whitened Level-1 coordinates as M = U^T W_G U and w = sqrt(d) W_O U: with them
+    W^T W_G W / d = R M R^T and W_O W = w R^T exactly, and under the prior M and w are i.i.d.
+    N(0, g_W / chi) and N(0, g_O / chi) like Level 1's (docs/theory.md, "Frozen embeddings at any
+    width"). Columns for zero eigenvalues (d < V + L) are zero.
+    """
+    W = jnp.concatenate([jnp.asarray(W_emb), jnp.asarray(p)], axis=1)
+    d = W.shape[0]
+    g = W.T @ W / d if gram is None else jnp.asarray(gram)
+    lam, Q = jnp.linalg.eigh(0.5 * (g + g.T))
+    keep = lam > 1e-12 * jnp.max(lam)
+    inv = jnp.where(keep, 1.0 / jnp.sqrt(jnp.where(keep, lam, 1.0)), 0.0)
+    return W @ (Q * inv) / jnp.sqrt(d)
+
+
+def readout_from_w(w, tokens, V: int) -> jax.Array:
+    """Per-token readout values psi[p, b]^T w^T, shape (P, L, V), for a readout w (V, V + L) on the
+    features, gathered from its (V L) x V table on every (token, position) pair."""
+    tokens = _tokens(tokens, V)
+    L = tokens.shape[-1]
+    X = jnp.asarray(feature_frame(L, V), dtype=w.dtype)
+    return (X.T @ w.T)[_symbols(tokens, V)]
 
 
 def phi(A, tokens, V: int) -> jax.Array:

@@ -1,9 +1,10 @@
 """Level 0: the finite-width attention network, its forward pass and its NumPyro model.
 
-One forward serves every user (the NumPyro model here, the trainers to come). It is exact and fast:
-every token is one of V symbols at one of L positions, so the embeddings form a (V L) x d table H,
-the logits of every sequence are gathered from the (V L) x (V L) table H W_G H^T / d, and the readout
-from the (V L) x V table H W_O^T. The cost per step grows with V L d^2 plus gathers, not P L d^2.
+One forward serves every user (the NumPyro model, Adam, SGLD). It is exact and fast: every token's
+embedding is W psi, with W = [W_emb | p] (d x (V + L)) and psi its feature (token and position
+one-hot), so the logits are psi^T M psi with M = W^T W_G W / d ((V + L) x (V + L)), gathered from the
+table of M on every (token, position) pair, and the readout is psi^T (W_O W)^T. The cost per step
+grows with (V + L) d^2 plus gathers, not P L d^2 (per token) or V L d^2 (an embedding table).
 :func:`forward_per_token` is the straightforward version, kept as the reference.
 
 References
@@ -61,23 +62,37 @@ def _gate(params):
     return params["W_G"] if "W_G" in params else params["W_Q"].T @ params["W_K"]
 
 
-def forward(params, tokens, activation: str):
-    """Readout f (P, L, V) and attention A (P, L, L) by table gathers (exact).
+def embedding_matrix(params) -> jax.Array:
+    """W = [W_emb | p], shape (d, V + L): the embedding of every feature (token, then position)."""
+    return jnp.concatenate([params["W_emb"], params["p"]], axis=1)
 
-    H[a V + t] = W_emb[:, t] + p[:, a]; logits K[p, a, b] = (H W_G H^T / d)[s_pa, s_pb];
-    f[p, a] = sum_b A[p, a, b] (H W_O^T)[s_pb].
+
+def bilinear_form(params) -> jax.Array:
+    """The logits' bilinear form on the features, M = W^T W_G W / d, shape (V + L, V + L).
+
+    Formed through the span of the embeddings: (W^T W_G) W costs (V + L) d^2, and so does its
+    gradient in W_G, W (dL/dM) W^T / d; factorised, M = (W_Q W)^T (W_K W) / d.
     """
-    W_emb, pos, W_O = params["W_emb"], params["p"], params["W_O"]
-    d, V = W_emb.shape
-    L = pos.shape[1]
-    H = (pos.T[:, None, :] + W_emb.T[None, :, :]).reshape(L * V, d)
+    W = embedding_matrix(params)
+    d = W.shape[0]
     if "W_G" in params:
-        T = (H @ params["W_G"]) @ H.T / d
-    else:
-        T = (H @ params["W_Q"].T) @ (H @ params["W_K"].T).T / d
-    s = algebra.symbols(tokens, V)
-    A = algebra.attention(T[s[..., :, None], s[..., None, :]], activation)
-    f = A @ (H @ W_O.T)[s]
+        return (W.T @ params["W_G"]) @ W / d
+    return (params["W_Q"] @ W).T @ (params["W_K"] @ W) / d
+
+
+def forward(params, tokens, activation: str):
+    """Readout f (P, L, V) and attention A (P, L, L), contracted through the embeddings' span (exact).
+
+    Every token's embedding is W psi for its feature psi (token and position one-hot), so the logits
+    are psi_a^T M psi_b with M = W^T W_G W / d (:func:`bilinear_form`), gathered from the
+    (V L) x (V L) table of M on every (token, position) pair (:func:`bayes_attn.algebra.logits_from_M`),
+    and the readout is A (psi w^T) with w = W_O W (V x (V + L)). A step costs (V + L) d^2 for M and
+    its gradient, plus gathers; Adam's own update is O(d^2).
+    """
+    W = embedding_matrix(params)
+    V = params["W_emb"].shape[1]
+    A = algebra.attention(algebra.logits_from_M(bilinear_form(params), tokens, V), activation)
+    f = A @ algebra.readout_from_w(params["W_O"] @ W, tokens, V)
     return f, A
 
 

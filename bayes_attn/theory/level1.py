@@ -20,14 +20,19 @@ import numpy as np
 from scipy import optimize
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_activation, check_tokens
+from bayes_attn._validation import check_activation, check_gram, check_tokens
 from bayes_attn.theory.action import evidence_exact
 
 
-def level1_action(M, tokens, task, hyper, activation: str, include_logdet: bool = False):
-    """Level-1 action per unit chi for the bilinear form M ((V+L) x (V+L)) on ``tokens`` (P, L)."""
-    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V), activation)
-    s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o)
+def level1_action(M, tokens, task, hyper, activation: str, include_logdet: bool = False, gram=None):
+    """Level-1 action per unit chi for the bilinear form M ((V+L) x (V+L)) on ``tokens`` (P, L).
+
+    With ``gram``, the Gram W^T W / d of frozen embeddings, it is the exact action of the network of
+    any width with those embeddings, in the whitened coordinates M of
+    :func:`bayes_attn.algebra.span_basis` (docs/theory.md, "Frozen embeddings at any width").
+    """
+    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V, gram), activation)
+    s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o, gram)
     s = jnp.sum(M**2) / (2 * hyper.g_w) + s_data
     return s + logdet / hyper.chi if include_logdet else s
 
@@ -49,28 +54,50 @@ class Level1Map:
     n_iter: int
 
 
-def level1_map(task, hyper, tokens, activation: str, M0=None, *, maxiter: int = 5000) -> Level1Map:
+def level1_map(
+    task,
+    hyper,
+    tokens,
+    activation: str,
+    M0=None,
+    *,
+    maxiter: int = 5000,
+    gram=None,
+    include_logdet: bool = False,
+) -> Level1Map:
     """Minimise the Level-1 action over M by L-BFGS (float64) from ``M0``.
 
     The default start is the minimum-norm realisation of the global Level-2 saddle at P = len(tokens)
     (docs/theory.md §7). Pass a random ``M0`` to explore other, token-dependent local minima.
+
+    With ``gram`` (frozen embeddings, :func:`bayes_attn.algebra.embedding_gram`) this is the exact MAP
+    of the network of any width with those embeddings (the readout profiled out, no
+    log-determinant), in the whitened coordinates of :func:`bayes_attn.algebra.span_basis`; the
+    default start is then the least-squares image of the one above.
     """
     from bayes_attn.theory.saddles import global_saddle
 
     check_activation(activation)
     tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
     n = task.n_features
+    if gram is not None:
+        gram = jnp.asarray(check_gram(gram, n))
     if M0 is None:
         sd = global_saddle(task, hyper, tokens.shape[0], activation)
         c1 = sd.c1 if activation == "linear" else -sd.cG / task.L  # softmax: the cheapest c1
         M0 = algebra.min_norm_M(algebra.reduced_logits(c1, sd.cG, task.L), task.V)
+        if gram is not None:  # R M R^T = M0 in least squares
+            R_pinv = np.linalg.pinv(np.asarray(algebra.gram_factor(gram, n)))
+            M0 = R_pinv @ np.asarray(M0) @ R_pinv.T
     M0 = np.asarray(M0, dtype=np.float64)
     if M0.shape != (n, n):
         raise ValueError(f"M0 must have shape ({n}, {n}), got {M0.shape}")
 
     fg = jax.jit(
         jax.value_and_grad(
-            lambda m: level1_action(m.reshape(n, n), tokens, task, hyper, activation)
+            lambda m: level1_action(
+                m.reshape(n, n), tokens, task, hyper, activation, include_logdet, gram
+            )
         )
     )
 
@@ -86,7 +113,7 @@ def level1_map(task, hyper, tokens, activation: str, M0=None, *, maxiter: int = 
         options={"maxiter": maxiter, "gtol": 1e-9, "ftol": 1e-15},
     )
     M = res.x.reshape(n, n)
-    A = algebra.attention(algebra.logits_from_M(jnp.asarray(M), tokens, task.V), activation)
+    A = algebra.attention(algebra.logits_from_M(jnp.asarray(M), tokens, task.V, gram), activation)
     pr = algebra.project(A)
     return Level1Map(
         M=M,
