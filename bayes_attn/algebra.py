@@ -218,7 +218,9 @@ def z2_sign(c1, cG):
     and boundaries, the precursor quadrature, networks, chains) picks the image with this sign. In
     the ordered phase c1 and cG share their sign (measured along the Table-1 global path up to
     P = 1e5), so this is also the image with c1 >= 0; unlike c1, c1 + cG stays away from zero at
-    large P, where c1 -> 0 and a network's c1 is noise.
+    large P, where c1 -> 0 and a network's c1 is noise. The metastable minimum far above the
+    crossover (from P = 527.5 at Table 1) has them anti-aligned; in this image it reads
+    c1 < 0 < cG (docs/theory.md §7).
     """
     return jnp.where(jnp.asarray(c1) + jnp.asarray(cG) < 0, -1.0, 1.0)
 

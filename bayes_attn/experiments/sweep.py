@@ -88,7 +88,11 @@ DESCRIPTIONS = {
     "loss": ("1", "theory loss per token at the global saddle, 1/2 |y - f|^2"),
     "action": ("nats / chi", "action per unit chi at the global saddle"),
     "n_minima": ("1", "number of local minima of the reduced action"),
-    "meta_q": ("1", "copy order parameter (cG or aG) of the lowest metastable minimum"),
+    "meta_q": (
+        "1",
+        "copy order parameter (cG or aG) of the lowest metastable minimum (linear: in the Z2 "
+        "image c1 + cG >= 0, where the anti-aligned minimum has c1 < 0)",
+    ),
     "meta_loss": ("1", "theory loss per token at the lowest metastable minimum"),
     "second_order": ("sequences", "linear: second-order transition P*"),
     "crossover": ("sequences", "linear: crossover, max d cG / d log P"),

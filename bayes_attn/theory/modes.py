@@ -462,7 +462,8 @@ def modes(
     -------
     xarray.Dataset
         Dimension ``mode``, ordered by cG (softmax) or by action then image (linear; each Z2 image is
-        its own mode, ``image`` = +1 for c1 > 0, -1 for its mirror, 0 at the origin). Variables:
+        its own mode, ``image`` = +1 for c1 + cG > 0 (``algebra.z2_sign``), -1 for its mirror, 0 at
+        the origin). Variables:
         ``cG``; ``c1`` (linear) or ``aG``, ``a1`` (softmax); ``action`` (per unit chi), ``phase``
         (softmax: weak/strong/other, or single where the transition is not first order; linear:
         symmetric/ordered), ``log_weight`` (exact log of the basin mass, unnormalised),

@@ -128,9 +128,11 @@ class Saddle:
 
 
 def _canonical(activation: str, c: np.ndarray) -> np.ndarray:
-    """Z2 representative for linear attention: the image of :func:`bayes_attn.algebra.z2_sign`."""
+    """Z2 representative for linear attention: the image of :func:`bayes_attn.algebra.z2_sign`
+    (c1 + cG >= 0), with the origin reported exactly (|c| <= 1e-12 is Newton's rounding of 0)."""
     if activation == "linear":
         c = c * float(algebra.z2_sign(c[0], c[1]))
+        c = np.where(np.abs(c) <= 1e-12, 0.0, c)
     return c
 
 
