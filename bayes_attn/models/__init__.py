@@ -5,6 +5,7 @@ from bayes_attn.models.levels import LEVELS, level_of, order_parameters
 from bayes_attn.models.network import (
     forward,
     forward_per_token,
+    init_embeddings,
     init_params,
     neg_log_posterior,
     network_model,
@@ -17,6 +18,7 @@ __all__ = [
     "order_parameters",
     "forward",
     "forward_per_token",
+    "init_embeddings",
     "init_params",
     "kernel_limit_model",
     "neg_log_posterior",

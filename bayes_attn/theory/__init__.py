@@ -27,7 +27,7 @@ from bayes_attn.theory.boundaries import (
     second_order_leading,
 )
 from bayes_attn.theory.landscape import landscape
-from bayes_attn.theory.level1 import Level1Map, level1_action, level1_map
+from bayes_attn.theory.level1 import Level1Map, level1_action, level1_fit, level1_map
 from bayes_attn.theory.modes import WeightCrossing, modes, phase_weights, weight_crossing
 from bayes_attn.theory.saddles import Saddle, global_saddle, saddles
 
@@ -45,6 +45,7 @@ __all__ = [
     "global_saddle",
     "landscape",
     "level1_action",
+    "level1_fit",
     "level1_map",
     "logdet_ek",
     "logdet_exact",

@@ -13,6 +13,7 @@ docs/validation.md "Level 1 against Level 2 at Table 1".
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +36,18 @@ def level1_action(M, tokens, task, hyper, activation: str, include_logdet: bool 
     s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o, gram)
     s = jnp.sum(M**2) / (2 * hyper.g_w) + s_data
     return s + logdet / hyper.chi if include_logdet else s
+
+
+@functools.partial(jax.jit, static_argnames=("task", "hyper", "activation", "include_logdet"))
+def _action_and_grad(x, tokens, gram, task, hyper, activation, include_logdet):
+    """The action and its gradient in the flat M; compiled once per (task, hyper, activation,
+    P), shared by every call of :func:`level1_map` (an ensemble's members, its starts)."""
+    n = task.n_features
+
+    def f(m):
+        return level1_action(m.reshape(n, n), tokens, task, hyper, activation, include_logdet, gram)
+
+    return jax.value_and_grad(f)(x)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,16 +106,10 @@ def level1_map(
     if M0.shape != (n, n):
         raise ValueError(f"M0 must have shape ({n}, {n}), got {M0.shape}")
 
-    fg = jax.jit(
-        jax.value_and_grad(
-            lambda m: level1_action(
-                m.reshape(n, n), tokens, task, hyper, activation, include_logdet, gram
-            )
-        )
-    )
-
     def fun(x):
-        v, g = fg(jnp.asarray(x))
+        v, g = _action_and_grad(
+            jnp.asarray(x), tokens, gram, task, hyper, activation, include_logdet
+        )
         return float(v), np.asarray(g, dtype=np.float64)
 
     res = optimize.minimize(
@@ -124,3 +131,31 @@ def level1_map(
         converged=bool(res.success),
         n_iter=int(res.nit),
     )
+
+
+def level1_fit(M, tokens, task, hyper, activation: str, gram=None) -> dict:
+    """The network that the Level-1 form ``M`` stands for, on ``tokens``: the readout profiled out.
+
+    The readout is the posterior mean (and the MAP) given the attention, w = (lam I + Phi^T Phi)^-1
+    Phi^T y with lam = sigma^2 / g_O, in the whitened coordinates when ``gram`` is given. Returns the
+    train loss per token ``loss`` (1/2 |y - f|^2, averaged over sequences and positions, as
+    :func:`bayes_attn.models.network.loss_per_token`) and the projection of the attention
+    (``c1``, ``cG``, ``token_residual``; a1/aG for softmax).
+    """
+    M = jnp.asarray(M)
+    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V, gram), activation)
+    Phi = algebra.phi(A, tokens, task.V)
+    if gram is not None:
+        Phi = Phi @ algebra.gram_factor(gram, task.n_features)
+    y = algebra.targets(tokens, task.V)
+    X = Phi.reshape(-1, Phi.shape[-1])
+    lam = hyper.sigma2 / hyper.g_o
+    w = jnp.linalg.solve(lam * jnp.eye(X.shape[1]) + X.T @ X, X.T @ y.reshape(-1, task.V))
+    f = Phi @ w
+    pr = algebra.project(A)
+    return {
+        "loss": float(0.5 * jnp.mean(jnp.sum((y - f) ** 2, -1))),
+        "c1": float(pr["c1"]),
+        "cG": float(pr["cG"]),
+        "token_residual": float(pr["token_residual"]),
+    }

@@ -1,0 +1,192 @@
+"""The paper's protocol at any width, exactly: frozen embeddings through the whitened Level 1.
+
+With the embeddings held at their prior draw (as the explicit protocol holds them), a network of
+width d is exactly the Level-1 posterior on the features R^T psi, g = W^T W / d = R R^T
+(docs/theory.md, "Frozen embeddings at any width"). So each member of the paper's ensemble costs a
+Level-1 computation at every width, d = 10^4 included:
+
+* its own embedding draw at width d (the draw :func:`~bayes_attn.inference.train_adam` starts from
+  in :func:`~bayes_attn.experiments.protocol.protocol_point`, same keys, without W_G), and its Gram;
+* its exact MAP, by L-BFGS on the whitened Level-1 action (the readout profiled out, no
+  log-determinant: what Adam converges to) from several starts, the lowest kept; the loss filter
+  of :func:`~bayes_attn.analysis.classify_minima` then marks the members at the global minimum;
+* optionally its exact posterior means, by NUTS on ``kernel_limit_model(..., gram=g)`` started at
+  the MAP.
+
+The datasets and the held-out sequences are the explicit protocol's, so the two line up member by
+member: at the explicit protocol's own width the exact MAP is what Adam should reach.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+import xarray as xr
+from tqdm.auto import tqdm
+
+import bayes_attn
+from bayes_attn import algebra
+from bayes_attn._validation import check_int
+from bayes_attn.inference.adam import adam_keys
+from bayes_attn.models.network import init_embeddings
+from bayes_attn.progress import say
+from bayes_attn.task import Hyper
+from bayes_attn.theory.level1 import level1_fit, level1_map
+from bayes_attn.theory.saddles import global_saddle
+
+__all__ = ["frozen_point", "run_frozen_protocol"]
+
+
+def member_grams(cfg, hyper, j: int, d_model: int) -> list:
+    """The Grams W^T W / d of every member's embeddings at P index ``j`` (the draws of the explicit
+    protocol's Adam, :func:`~bayes_attn.inference.adam_keys` of seed ``cfg.seed + j``)."""
+    task = cfg.task()
+    keys = jax.random.split(adam_keys(seed=cfg.seed + j).init, cfg.members)
+    return [
+        np.asarray(algebra.embedding_gram(*init_embeddings(k, task, hyper, d_model))) for k in keys
+    ]
+
+
+def _map(task, hyper, tokens, act, gram, warm):
+    """The lowest of the L-BFGS minima from the theory's start and the warm start (if any)."""
+    found = [level1_map(task, hyper, tokens, act, gram=gram)]
+    if warm is not None:
+        found.append(level1_map(task, hyper, tokens, act, M0=warm, gram=gram))
+    return min(found, key=lambda m: m.action), found
+
+
+def _posterior(task, hyper, tokens, act, gram, M0, draws, seed):
+    """Posterior means and sds of the order parameters by NUTS on the whitened Level 1."""
+    from bayes_attn.inference.nuts import run_nuts
+    from bayes_attn.models.kernel_limit import kernel_limit_model
+
+    idata = run_nuts(
+        kernel_limit_model,
+        model_args=(task, hyper, tokens, act),
+        model_kwargs={"gram": gram},
+        num_chains=1,
+        num_warmup=draws,
+        num_samples=draws,
+        seed=seed,
+        init_params={"M": np.asarray(M0)[None]},
+        progress_bar=False,
+    )
+    post = idata.posterior
+    q1, qG = ("c1", "cG") if act == "linear" else ("a1", "aG")
+    a, b = post[q1].values.ravel(), post[qG].values.ravel()
+    if act == "linear":
+        a, b = (np.asarray(x) for x in algebra.fold_sign(a, b))
+    return a.mean(), b.mean(), a.std(), b.std()
+
+
+def frozen_point(cfg, hyper, i: int, j: int, *, d_model: int, posterior_draws: int = 0):
+    """One (activation, P) point: every member's exact MAP at width ``d_model`` and, with
+    ``posterior_draws`` > 0, its posterior means (NUTS, one chain, that many warm-up steps and
+    draws). Returns ``(values, seconds)``; the values are per member unless named ``theory_*``."""
+    from bayes_attn.analysis.ensembles import classify_minima
+    from bayes_attn.experiments.protocol import _held_out
+
+    task = cfg.task()
+    act, P = cfg.activations[i], cfg.Ps[j]
+    k_data = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1000 * i + j))[0]
+    tokens = np.asarray(
+        jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, cfg.members))
+    )
+    test = _held_out(cfg, task)
+    grams = member_grams(cfg, hyper, j, d_model)
+    names = ("c1", "cG", "train_loss", "action", "n_iter", "starts_agree")
+    out = {f"exact_{k}": np.full(cfg.members, np.nan) for k in names}
+    post = {f"exact_post_{k}": np.full(cfg.members, np.nan) for k in ("c1", "cG", "c1_sd", "cG_sd")}
+    seconds = {"map": 0.0, "posterior": 0.0}
+    warm = None
+    for m in range(cfg.members):
+        t0 = time.perf_counter()
+        best, found = _map(task, hyper, tokens[m], act, grams[m], warm)
+        warm = best.M  # members' Grams are close at large d: a fair warm start for the next one
+        fit = level1_fit(best.M, test, task, hyper, act, grams[m])  # order parameters held out
+        train = level1_fit(best.M, tokens[m], task, hyper, act, grams[m])
+        c1, cG = (fit["c1"], fit["cG"])
+        if act == "linear":
+            c1, cG = (float(x) for x in algebra.fold_sign(c1, cG))
+        spread = max(f.action for f in found) - best.action
+        row = dict(c1=c1, cG=cG, train_loss=train["loss"], action=best.action,
+                   n_iter=sum(f.n_iter for f in found), starts_agree=float(spread < 1e-6))  # fmt: skip
+        for k, v in row.items():
+            out[f"exact_{k}"][m] = v
+        seconds["map"] += time.perf_counter() - t0
+        if posterior_draws:
+            t0 = time.perf_counter()
+            vals = _posterior(task, hyper, tokens[m], act, grams[m], best.M, posterior_draws,
+                              cfg.seed + m)  # fmt: skip
+            for k, v in zip(("c1", "cG", "c1_sd", "cG_sd"), vals, strict=True):
+                post[f"exact_post_{k}"][m] = v
+            seconds["posterior"] += time.perf_counter() - t0
+    if posterior_draws:
+        out.update(post)
+    sd = global_saddle(task, hyper, P, act)
+    filt = classify_minima(
+        xr.Dataset({"train_loss": (("member", "step"), out["exact_train_loss"][:, None])}),
+        theory_loss=sd.loss,
+        rtol=cfg.rtol,
+    )
+    out["exact_global_min"] = np.asarray(filt.global_min)
+    out["theory_c1"] = sd.c1 if act == "linear" else sd.a1
+    out["theory_cG"] = sd.cG if act == "linear" else sd.aG
+    out["theory_loss"] = sd.loss
+    return out, seconds
+
+
+def run_frozen_protocol(
+    cfg,
+    hyper: Hyper | None = None,
+    *,
+    d_model: int = 10_000,
+    posterior_draws: int = 0,
+    progress: bool = True,
+):
+    """The protocol's settings (``cfg``, a :class:`~bayes_attn.experiments.protocol.ProtocolConfig`)
+    run exactly at width ``d_model`` through the frozen-embedding identity.
+
+    Returns ``(dataset, seconds)``: dims (activation, P, member) for ``exact_*`` (the MAP's held-out
+    order parameters, folded for linear; its train loss, action per chi, L-BFGS iterations; whether
+    the starts agreed; ``exact_global_min``, the loss filter; with ``posterior_draws`` the posterior
+    means and sds ``exact_post_*``) and (activation, P) for ``theory_*`` (Level 2). The attrs hold
+    the settings, the width and the run's record.
+    """
+    hyper = hyper or Hyper.paper()
+    d_model = check_int("d_model", d_model, 1)
+    posterior_draws = check_int("posterior_draws", posterior_draws, 0)
+    n_act, n_P = len(cfg.activations), len(cfg.Ps)
+    values, seconds = {}, {"map": 0.0, "posterior": 0.0}
+    say(
+        "frozen protocol: %d activations x %d P x %d members at d_model = %d, exact (Level-1 cost)",
+        n_act, n_P, cfg.members, d_model,
+    )  # fmt: skip
+    bar = tqdm(total=n_act * n_P, disable=not progress, desc=f"exact d={d_model}")
+    for i in range(n_act):
+        for j in range(n_P):
+            bar.set_postfix(activation=cfg.activations[i], P=cfg.Ps[j])
+            out, sec = frozen_point(cfg, hyper, i, j, d_model=d_model,
+                                    posterior_draws=posterior_draws)  # fmt: skip
+            for k, v in out.items():
+                v = np.asarray(v)
+                if k not in values:
+                    values[k] = np.full((n_act, n_P) + v.shape, np.nan if v.dtype != bool else False,
+                                        dtype=v.dtype)  # fmt: skip
+                values[k][i, j] = v
+            for k, s in sec.items():
+                seconds[k] += s
+            bar.update()
+    bar.close()
+    dims = {0: ("activation", "P"), 1: ("activation", "P", "member")}
+    data = {k: (dims[v.ndim - 2], v) for k, v in values.items()}
+    coords = {"activation": list(cfg.activations), "P": list(cfg.Ps),
+              "member": np.arange(cfg.members)}  # fmt: skip
+    attrs = {"d_model": d_model, "method": "frozen embeddings, whitened Level 1 (exact)",
+             "posterior_draws": posterior_draws, "L": cfg.L, "V": cfg.V, "members": cfg.members,
+             "seed": cfg.seed, "rtol": cfg.rtol, "bayes_attn_version": bayes_attn.__version__,
+             "map_seconds": seconds["map"], "posterior_seconds": seconds["posterior"]}  # fmt: skip
+    attrs.update(hyper.as_dict())
+    return xr.Dataset(data, coords=coords, attrs=attrs), seconds
