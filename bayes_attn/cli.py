@@ -318,16 +318,17 @@ def theory(L, V, chi, g_w, g_o, sigma2, Ps, activation, as_json):
     for act, name, value in rows:
         if act in acts:
             click.echo(f"  {act + ', ' + name:42s} {value:10.3f}")
+    from bayes_attn.models.levels import order_parameters
+
     for act in acts:
-        q = ("c1", "cG") if act == "linear" else ("aG", "a1")
+        q = order_parameters(act)
         click.echo(f"\n{act} attention: global saddle (metastable minima in brackets)")
         click.echo(f"  {'P':>8} {q[0]:>8} {q[1]:>8} {'loss':>8}")
         for e in report["saddles"]:
             if e["activation"] != act:
                 continue
             extra = "".join(
-                f" [{q[1] if act == 'linear' else q[0]}={m[q[1] if act == 'linear' else q[0]]:.3f}]"
-                for m in e["metastable"]
+                f" [{q[0]}={m[q[0]]:.3f}, {q[1]}={m[q[1]]:.3f}]" for m in e["metastable"]
             )
             click.echo(f"  {e['P']:8.6g} {e[q[0]]:8.4f} {e[q[1]]:8.4f} {e['loss']:8.4f}{extra}")
 

@@ -30,6 +30,7 @@ import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_int
 from bayes_attn.inference.adam import adam_keys
+from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_embeddings
 from bayes_attn.progress import say
 from bayes_attn.task import Hyper
@@ -74,7 +75,7 @@ def _posterior(task, hyper, tokens, act, gram, M0, draws, seed):
         progress_bar=False,
     )
     post = idata.posterior
-    q1, qG = ("c1", "cG") if act == "linear" else ("a1", "aG")
+    q1, qG = order_parameters(act)
     a, b = post[q1].values.ravel(), post[qG].values.ravel()
     if act == "linear":
         a, b = (np.asarray(x) for x in algebra.fold_sign(a, b))
