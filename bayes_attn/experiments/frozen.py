@@ -71,7 +71,7 @@ def _posterior(task, hyper, tokens, act, gram, M0, draws, seed):
         num_warmup=draws,
         num_samples=draws,
         seed=seed,
-        init_params={"M": np.asarray(M0)[None]},
+        init_params={"M": np.asarray(M0)},
         progress_bar=False,
     )
     post = idata.posterior

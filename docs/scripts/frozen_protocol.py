@@ -12,6 +12,7 @@ and draws ``exact_widths.png``.
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import time
 
@@ -65,7 +66,10 @@ def main():
             f"d = {d}: MAP {sec['map']:.0f} s, posterior {sec['posterior']:.0f} s, all {wall:.0f} s"
         )
         runs[d] = ds
-    explicit = xr.load_dataset(args.explicit) if pathlib.Path(args.explicit).exists() else None
+    explicit = None
+    if pathlib.Path(args.explicit).exists():  # a protocol sweep: its L, V, seed axes have one value
+        explicit = xr.load_dataset(args.explicit).squeeze(drop=True)
+        explicit.attrs["d_model"] = json.loads(explicit.attrs["config"]).get("d_model", 256)
 
     header = "| act | P | Level 2 q1, qG |"
     for d in args.d:
@@ -92,27 +96,34 @@ def main():
                 row += f" {m1:.3f}, {m2:.3f} ± {s2:.3f} ({n}) |"
             print(row)
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
-    for i, (ax, act) in enumerate(zip(axes, ref.activation.values, strict=True)):
-        Ps = ref.P.values
-        ax.plot(Ps, ref.theory_cG.values[i], "k-", lw=1.5, label="Level 2 (theory)")
-        for d, marker in zip(args.d, ("s", "o", "^", "v"), strict=False):
-            ds = runs[d]
-            mask = ds.exact_global_min.values[i].astype(bool)
-            m, s, _ = _filtered(ds.isel(activation=i), "exact_cG", mask)
-            ax.errorbar(Ps, m, s, marker=marker, ls="none", ms=5, capsize=2,
-                        label=f"exact MAP, d = {d} (frozen embeddings)")  # fmt: skip
-        if explicit is not None:
-            e = explicit.isel(activation=i)
-            mask = e.global_min.values.astype(bool)
-            m, s, _ = _filtered(e, "adam_cG", mask)
-            ax.errorbar(Ps, m, s, marker="x", ls="none", ms=6, capsize=2, color="C3",
-                        label=f"Adam, d = {explicit.attrs.get('d_model', 256)} (explicit)")  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_xlabel("training sequences P")
-        ax.set_ylabel("copy order parameter " + ("ĉG" if act == "linear" else "âG"))
-        ax.set_title(f"{act} attention, Table 1 (σ² = 30), filtered members: mean ± sd")
-        ax.legend(fontsize=8)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), constrained_layout=True, sharex=True)
+    for i, act in enumerate(ref.activation.values):
+        names = ("ĉ1", "ĉG") if act == "linear" else ("â1", "âG")
+        for row, (var, label) in enumerate(zip(("c1", "cG"), names, strict=True)):
+            ax = axes[row, i]
+            Ps = ref.P.values
+            ax.plot(Ps, ref[f"theory_{var}"].values[i], "k-", lw=1.5, label="Level 2 (theory)")
+            for d, marker in zip(args.d, ("s", "o", "^", "v"), strict=False):
+                ds = runs[d]
+                mask = ds.exact_global_min.values[i].astype(bool)
+                m, sd, _ = _filtered(ds.isel(activation=i), f"exact_{var}", mask)
+                ax.errorbar(Ps, m, sd, marker=marker, ls="none", ms=5, capsize=2, mfc="none",
+                            label=f"exact MAP, d = {d} (frozen embeddings)")  # fmt: skip
+            if explicit is not None:
+                e = explicit.isel(activation=i)
+                mask = e.global_min.values.astype(bool)
+                m, sd, _ = _filtered(e, f"adam_{var}", mask)
+                ax.errorbar(Ps, m, sd, marker="x", ls="none", ms=6, capsize=2, color="C3",
+                            label=f"Adam, d = {explicit.attrs['d_model']} (explicit)")  # fmt: skip
+            ax.set_xscale("log")
+            ax.set_ylabel(label)
+            if row == 0:
+                ax.set_title(f"{act} attention (Table 1, σ² = 30)")
+            else:
+                ax.set_xlabel("training sequences P")
+            if row == 0 and i == 0:
+                ax.legend(fontsize=8, title="members past the loss filter: mean ± sd",
+                          title_fontsize=8)  # fmt: skip
     fig.savefig(out / "exact_widths.png", dpi=130)
     print(f"wrote {out / 'exact_widths.png'}")
 
