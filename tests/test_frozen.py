@@ -189,3 +189,20 @@ def test_frozen_protocol_point_lines_up_with_the_explicit_protocol():
     assert out["exact_global_min"].all() and np.all(out["exact_starts_agree"] == 1)
     np.testing.assert_allclose(out["exact_cG"], out["theory_cG"], rtol=0.05)
     assert sec["map"] > 0
+
+
+def test_run_frozen_protocol_stacks_points_and_records_its_settings():
+    """The whole-grid driver: dims, the record in the attrs, and a value the theory fixes (below the
+    linear P* = 22.76 the MAP is the origin at any width)."""
+    from bayes_attn.experiments.frozen import run_frozen_protocol
+    from bayes_attn.experiments.protocol import ProtocolConfig
+
+    ds, sec = run_frozen_protocol(ProtocolConfig.quick(Ps=(20,), members=2), HYPER, d_model=64,
+                                  progress=False)  # fmt: skip
+    assert ds.exact_cG.dims == ("activation", "P", "member")
+    assert ds.theory_cG.dims == ("activation", "P")
+    assert ds.attrs["d_model"] == 64 and ds.attrs["sigma2"] == HYPER.sigma2
+    lin = ds.sel(activation="linear", P=20)
+    np.testing.assert_allclose(lin.exact_c1, 0.0, atol=1e-6)
+    np.testing.assert_allclose(lin.exact_cG, 0.0, atol=1e-6)
+    assert sec["map"] > 0 and sec["posterior"] == 0

@@ -19,16 +19,17 @@ member: at the explicit protocol's own width the exact MAP is what Adam should r
 
 from __future__ import annotations
 
+import functools
 import time
 
 import jax
 import numpy as np
 import xarray as xr
-from tqdm.auto import tqdm
 
 import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_int
+from bayes_attn.experiments.protocol import _held_out, collect_grid
 from bayes_attn.inference.adam import adam_keys
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_embeddings
@@ -87,7 +88,6 @@ def frozen_point(cfg, hyper, i: int, j: int, *, d_model: int, posterior_draws: i
     ``posterior_draws`` > 0, its posterior means (NUTS, one chain, that many warm-up steps and
     draws). Returns ``(values, seconds)``; the values are per member unless named ``theory_*``."""
     from bayes_attn.analysis.ensembles import classify_minima
-    from bayes_attn.experiments.protocol import _held_out
 
     task = cfg.task()
     act, P = cfg.activations[i], cfg.Ps[j]
@@ -159,30 +159,14 @@ def run_frozen_protocol(
     hyper = hyper or Hyper.paper()
     d_model = check_int("d_model", d_model, 1)
     posterior_draws = check_int("posterior_draws", posterior_draws, 0)
-    n_act, n_P = len(cfg.activations), len(cfg.Ps)
-    values, seconds = {}, {"map": 0.0, "posterior": 0.0}
+    seconds = {"map": 0.0, "posterior": 0.0}
     say(
         "frozen protocol: %d activations x %d P x %d members at d_model = %d, exact (Level-1 cost)",
-        n_act, n_P, cfg.members, d_model,
+        len(cfg.activations), len(cfg.Ps), cfg.members, d_model,
     )  # fmt: skip
-    bar = tqdm(total=n_act * n_P, disable=not progress, desc=f"exact d={d_model}")
-    for i in range(n_act):
-        for j in range(n_P):
-            bar.set_postfix(activation=cfg.activations[i], P=cfg.Ps[j])
-            out, sec = frozen_point(cfg, hyper, i, j, d_model=d_model,
-                                    posterior_draws=posterior_draws)  # fmt: skip
-            for k, v in out.items():
-                v = np.asarray(v)
-                if k not in values:
-                    values[k] = np.full((n_act, n_P) + v.shape, np.nan if v.dtype != bool else False,
-                                        dtype=v.dtype)  # fmt: skip
-                values[k][i, j] = v
-            for k, s in sec.items():
-                seconds[k] += s
-            bar.update()
-    bar.close()
-    dims = {0: ("activation", "P"), 1: ("activation", "P", "member")}
-    data = {k: (dims[v.ndim - 2], v) for k, v in values.items()}
+    point = functools.partial(frozen_point, cfg, hyper, d_model=d_model,
+                              posterior_draws=posterior_draws)  # fmt: skip
+    data = collect_grid(cfg, point, seconds, desc=f"exact d={d_model}", progress=progress)
     coords = {"activation": list(cfg.activations), "P": list(cfg.Ps),
               "member": np.arange(cfg.members)}  # fmt: skip
     attrs = {"d_model": d_model, "method": "frozen embeddings, whitened Level 1 (exact)",

@@ -256,28 +256,10 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
     """
     hyper = hyper or Hyper.paper()
     seconds = {"adam": 0.0, "sgld": 0.0, "theory": 0.0}
-    n_act, n_P = len(cfg.activations), len(cfg.Ps)
-    values = {}
-    bar = tqdm(total=n_act * n_P, disable=not progress, desc="protocol")
-    for i, act in enumerate(cfg.activations):
-        for j, P in enumerate(cfg.Ps):
-            bar.set_postfix(activation=act, P=P)
-            out, sec = protocol_point(cfg, hyper, i, j, progress=progress)
-            for k, v in out.items():
-                v = np.asarray(v)
-                if k not in values:
-                    fill = False if v.dtype == bool else (0 if v.dtype.kind == "i" else np.nan)
-                    values[k] = np.full((n_act, n_P) + v.shape, fill, dtype=v.dtype)
-                values[k][i, j] = v
-            for k, s in sec.items():
-                seconds[k] += s
-            bar.update()
-    bar.close()
-    dims = {0: ("activation", "P"), 1: ("activation", "P", "member")}
-    data = {
-        k: (dims.get(v.ndim - 2, ("activation", "P", "member", "query", "key")), v)
-        for k, v in values.items()
-    }
+    data = collect_grid(
+        cfg, lambda i, j: protocol_point(cfg, hyper, i, j, progress=progress), seconds,
+        desc="protocol", progress=progress,
+    )  # fmt: skip
     coords = {
         "activation": list(cfg.activations),
         "P": list(cfg.Ps),
@@ -290,3 +272,31 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
     attrs.update(hyper.as_dict())
     attrs["bayes_attn_version"] = bayes_attn.__version__
     return xr.Dataset(data, coords=coords, attrs=attrs), seconds
+
+
+def collect_grid(cfg, point, seconds: dict, *, desc: str, progress: bool = True) -> dict:
+    """Run ``point(i, j) -> (values, seconds)`` over every (activation, P) of ``cfg`` and stack the
+    values: dims (activation, P) for scalars, (activation, P, member) per member, and
+    (..., query, key) for patterns. ``seconds`` is added to in place, stage by stage."""
+    n_act, n_P = len(cfg.activations), len(cfg.Ps)
+    values = {}
+    bar = tqdm(total=n_act * n_P, disable=not progress, desc=desc)
+    for i, act in enumerate(cfg.activations):
+        for j, P in enumerate(cfg.Ps):
+            bar.set_postfix(activation=act, P=P)
+            out, sec = point(i, j)
+            for k, v in out.items():
+                v = np.asarray(v)
+                if k not in values:
+                    fill = False if v.dtype == bool else (0 if v.dtype.kind == "i" else np.nan)
+                    values[k] = np.full((n_act, n_P) + v.shape, fill, dtype=v.dtype)
+                values[k][i, j] = v
+            for k, t in sec.items():
+                seconds[k] = seconds.get(k, 0.0) + t
+            bar.update()
+    bar.close()
+    dims = {0: ("activation", "P"), 1: ("activation", "P", "member")}
+    return {
+        k: (dims.get(v.ndim - 2, ("activation", "P", "member", "query", "key")), v)
+        for k, v in values.items()
+    }
