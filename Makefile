@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: test demo slow lint bench clean
+.PHONY: test demo slow lint bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_phase_grid.py
+
+# the peers of issue 14: PyTorch (CPU wheel) and devinterp in their own venv, beside ours
+bench-peers: $(STAMP)
+	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install -q 'torch==2.13.0' 'devinterp==2.0.1'
+	$(PY) benchmarks/bench_peers.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
