@@ -33,6 +33,7 @@ MODULES = [
     ("bayes_attn.experiments", "coexistence, hysteresis, precursors"),
     ("bayes_attn.experiments.sweep", "resumable sweeps to NetCDF"),
     ("bayes_attn.experiments.protocol", "the paper's experiment"),
+    ("bayes_attn.experiments.frozen", "the paper's experiment at any width, exactly"),
     ("bayes_attn.plotting.plots", "plot functions: data in, matplotlib Figure out"),
     ("bayes_attn.progress", "progress and cost messages on stderr"),
     ("bayes_attn.io", "atomic NetCDF writes and the one merge of disjoint shares"),
