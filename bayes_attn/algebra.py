@@ -104,15 +104,15 @@ def _symbols(t, V: int) -> jax.Array:
     return jnp.arange(t.shape[-1]) * V + t
 
 
-def logits_from_M(M, tokens, V: int, gram=None) -> jax.Array:
+def logits_from_M(M, tokens, V: int, factor=None) -> jax.Array:
     """Level-1 logits K[p, a, b] = psi[p, a]^T M psi[p, b], shape (P, L, L), by one table gather.
 
     Every feature is one of the V * L columns of the frame X (a token at a position), so all logits
     are entries of the (V L) x (V L) table T = X^T M X, gathered by (token, position) symbol. No
     (P, L, V+L) tensor is formed, and the backward pass is one scatter into T.
 
-    With the Gram ``gram`` = W^T W / d of frozen embeddings W, ``M`` is the form on the whitened
-    features R^T psi (:func:`gram_factor`), and the logits are psi^T (R M R^T) psi
+    With ``factor`` R, the :func:`gram_factor` of frozen embeddings' Gram W^T W / d, ``M`` is the
+    form on the whitened features R^T psi, and the logits are psi^T (R M R^T) psi
     (docs/theory.md, "Frozen embeddings at any width").
     """
     tokens = _tokens(tokens, V)
@@ -121,9 +121,8 @@ def logits_from_M(M, tokens, V: int, gram=None) -> jax.Array:
         raise ValueError(
             f"M must have shape (V + L, V + L) = ({V + L}, {V + L}), got {jnp.shape(M)}"
         )
-    if gram is not None:
-        R = gram_factor(gram, V + L)
-        M = R @ M @ R.T
+    if factor is not None:
+        M = factor @ M @ factor.T
     X = jnp.asarray(feature_frame(L, V), dtype=M.dtype)
     T = X.T @ M @ X
     s = _symbols(tokens, V)  # checked above
@@ -134,6 +133,13 @@ def embedding_gram(W_emb, p) -> jax.Array:
     """The Gram g = W^T W / d of the embeddings W = [W_emb | p] (d x (V + L)), shape (V + L, V + L)."""
     W = jnp.concatenate([jnp.asarray(W_emb), jnp.asarray(p)], axis=1)
     return W.T @ W / W.shape[0]
+
+
+def _gram_eigh(gram):
+    """Eigenvalues and eigenvectors of the symmetrised Gram: the one decomposition that
+    :func:`gram_factor` and :func:`span_basis` share, so that W = sqrt(d) U R^T holds exactly."""
+    gram = jnp.asarray(gram)
+    return jnp.linalg.eigh(0.5 * (gram + gram.T))
 
 
 def gram_factor(gram, n: int | None = None) -> jax.Array:
@@ -148,11 +154,11 @@ def gram_factor(gram, n: int | None = None) -> jax.Array:
     if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or (n is not None and gram.shape[0] != n):
         want = f"({n}, {n})" if n is not None else "square"
         raise ValueError(f"gram must have shape {want}, got {gram.shape}")
-    lam, Q = jnp.linalg.eigh(0.5 * (gram + gram.T))
+    lam, Q = _gram_eigh(gram)
     return Q * jnp.sqrt(jnp.clip(lam, 0.0, None))
 
 
-def span_basis(W_emb, p, gram=None) -> jax.Array:
+def span_basis(W_emb, p) -> jax.Array:
     """U (d x (V + L)) with W = sqrt(d) U R^T, R = :func:`gram_factor` of the embeddings' Gram.
 
     Its nonzero columns are orthonormal (U^T U = I on the rank of the Gram), so a network's weights
@@ -162,12 +168,10 @@ def span_basis(W_emb, p, gram=None) -> jax.Array:
     width"). Columns for zero eigenvalues (d < V + L) are zero.
     """
     W = jnp.concatenate([jnp.asarray(W_emb), jnp.asarray(p)], axis=1)
-    d = W.shape[0]
-    g = W.T @ W / d if gram is None else jnp.asarray(gram)
-    lam, Q = jnp.linalg.eigh(0.5 * (g + g.T))
+    lam, Q = _gram_eigh(embedding_gram(W_emb, p))
     keep = lam > 1e-12 * jnp.max(lam)
     inv = jnp.where(keep, 1.0 / jnp.sqrt(jnp.where(keep, lam, 1.0)), 0.0)
-    return W @ (Q * inv) / jnp.sqrt(d)
+    return W @ (Q * inv) / jnp.sqrt(W.shape[0])
 
 
 def readout_from_w(w, tokens, V: int) -> jax.Array:

@@ -49,7 +49,7 @@ from bayes_attn.inference import run_nuts, run_sgld
 from bayes_attn.inference.members import sgld_step_size
 from bayes_attn.models import forward_per_token, init_params, kernel_limit_model, network_model
 from bayes_attn.models.network import prior_scales
-from bayes_attn.theory.level1 import level1_map
+from bayes_attn.theory.level1 import level1_fit, level1_map
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -70,14 +70,9 @@ def map_start(task, hyper, tokens, activation, W_emb, p):
     """The network's exact MAP: the whitened Level-1 MAP, mapped back to (W_G, W_O)."""
     g = algebra.embedding_gram(W_emb, p)
     m = level1_map(task, hyper, tokens, activation, gram=g)
+    w = level1_fit(m.M, tokens, task, hyper, activation, gram=g)["w"].T  # (V, V + L), whitened
     U = algebra.span_basis(W_emb, p)
-    d = W_emb.shape[0]
-    A = algebra.attention(algebra.logits_from_M(jnp.asarray(m.M), tokens, task.V, g), activation)
-    X = (algebra.phi(A, tokens, task.V) @ algebra.gram_factor(g)).reshape(-1, task.n_features)
-    y = algebra.targets(tokens, task.V).reshape(-1, task.V)
-    lam = hyper.sigma2 / hyper.g_o
-    w = jnp.linalg.solve(lam * jnp.eye(X.shape[1]) + X.T @ X, X.T @ y).T  # (V, n), whitened
-    return {"W_G": U @ jnp.asarray(m.M) @ U.T, "W_O": w @ U.T / jnp.sqrt(d)}, g
+    return {"W_G": U @ jnp.asarray(m.M) @ U.T, "W_O": w @ U.T / jnp.sqrt(W_emb.shape[0])}, g
 
 
 def ess(x):

@@ -35,8 +35,9 @@ def test_network_logits_and_readout_are_whitened_level1(d, activation):
     U = algebra.span_basis(p["W_emb"], p["p"])
     M, w = U.T @ p["W_G"] @ U, jnp.sqrt(d) * p["W_O"] @ U
     f, A = forward(p, tok, activation)
-    A2 = algebra.attention(algebra.logits_from_M(M, tok, TASK.V, g), activation)
-    f2 = A2 @ algebra.readout_from_w(w @ algebra.gram_factor(g).T, tok, TASK.V)
+    R = algebra.gram_factor(g)
+    A2 = algebra.attention(algebra.logits_from_M(M, tok, TASK.V, R), activation)
+    f2 = A2 @ algebra.readout_from_w(w @ R.T, tok, TASK.V)
     assert float(jnp.std(A)) > 1e-2
     np.testing.assert_allclose(A2, A, atol=1e-12)
     np.testing.assert_allclose(f2, f, atol=1e-12)

@@ -35,11 +35,10 @@ def kernel_limit_model(task, hyper, tokens, activation: str, gram=None):
     check_activation(activation)
     tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
     n = task.n_features
-    if gram is not None:
-        gram = jnp.asarray(check_gram(gram, n))
+    factor = None if gram is None else algebra.gram_factor(jnp.asarray(check_gram(gram, n)), n)
     scale = jnp.sqrt(hyper.g_w / hyper.chi)
     M = numpyro.sample("M", dist.Normal(0.0, scale).expand((n, n)).to_event(2))
-    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V, gram), activation)
-    s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o, gram)
+    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V, factor), activation)
+    s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o, factor)
     numpyro.factor("evidence", -hyper.chi * s_data - logdet)
     record_order_parameters(A, activation)

@@ -74,30 +74,30 @@ def data_ek_matrix(c1, cG, P, sc: Scales, L: int, V: int):
     return (P * L - fit) / (2 * sc.sigma2)
 
 
-def gram(A, tokens, V: int, embedding_gram=None):
+def gram(A, tokens, V: int, factor=None):
     """Exact Phi^T Phi (V+L, V+L), Phi^T y (V+L, V) and sum |y|^2 for a dataset.
 
-    With the Gram of frozen embeddings the design is on the whitened features, Phi R
-    (:func:`bayes_attn.algebra.gram_factor`).
+    With ``factor`` R (:func:`bayes_attn.algebra.gram_factor` of frozen embeddings' Gram) the design
+    is on the whitened features, Phi R.
     """
     Phi = algebra.phi(A, tokens, V).reshape(-1, A.shape[-1] + V)
-    if embedding_gram is not None:
-        Phi = Phi @ algebra.gram_factor(embedding_gram, A.shape[-1] + V)
+    if factor is not None:
+        Phi = Phi @ factor
     y = algebra.targets(tokens, V).reshape(-1, V)
     return Phi.T @ Phi, Phi.T @ y, jnp.sum(y**2)
 
 
-def evidence_exact(A, tokens, V: int, sigma2, g_o, embedding_gram=None):
+def evidence_exact(A, tokens, V: int, sigma2, g_o, factor=None):
     """Exact finite-P data term and log-determinant for a dataset, from one Gram matrix and one
     Cholesky factor in V+L dimensions (Woodbury; no EK step).
 
     Returns ``(s_data, logdet)`` with
     s_data = [sum |y|^2 - tr(B^T (lam + Phi^T Phi)^-1 B)] / (2 sigma^2), B = Phi^T y, lam = sigma^2/g_O,
-    logdet = (V/2) log det(I + Phi^T Phi / lam). ``A`` is (L, L) or (P, L, L). With
-    ``embedding_gram`` (frozen embeddings of any width) Phi is the whitened design Phi R: the
-    readout W_O of the network enters only through w = W_O W, whose prior is N(0, (g_O/chi) g).
+    logdet = (V/2) log det(I + Phi^T Phi / lam). ``A`` is (L, L) or (P, L, L). With ``factor``
+    R of frozen embeddings' Gram g (any width) Phi is the whitened design Phi R: the readout W_O
+    of the network enters only through w = W_O W, whose prior is N(0, (g_O/chi) g).
     """
-    G, B, yy = gram(A, tokens, V, embedding_gram)
+    G, B, yy = gram(A, tokens, V, factor)
     n = G.shape[0]
     lam = sigma2 / g_o
     chol = jax.scipy.linalg.cho_factor(lam * jnp.eye(n) + G, lower=True)

@@ -23,6 +23,7 @@ from scipy import optimize
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_gram, check_tokens
 from bayes_attn.theory.action import evidence_exact
+from bayes_attn.theory.action import gram as gram_design
 
 
 def level1_action(M, tokens, task, hyper, activation: str, include_logdet: bool = False, gram=None):
@@ -32,20 +33,30 @@ def level1_action(M, tokens, task, hyper, activation: str, include_logdet: bool 
     any width with those embeddings, in the whitened coordinates M of
     :func:`bayes_attn.algebra.span_basis` (docs/theory.md, "Frozen embeddings at any width").
     """
-    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V, gram), activation)
-    s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o, gram)
+    return _action(M, tokens, task, hyper, activation, include_logdet, _factor(gram, task))
+
+
+def _factor(gram, task):
+    """The factor R of ``gram`` (None for the d -> infinity limit), computed once per call."""
+    return None if gram is None else algebra.gram_factor(gram, task.n_features)
+
+
+def _action(M, tokens, task, hyper, activation, include_logdet, factor):
+    """:func:`level1_action` on the whitened features R^T psi, R = ``factor`` (None: psi)."""
+    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V, factor), activation)
+    s_data, logdet = evidence_exact(A, tokens, task.V, hyper.sigma2, hyper.g_o, factor)
     s = jnp.sum(M**2) / (2 * hyper.g_w) + s_data
     return s + logdet / hyper.chi if include_logdet else s
 
 
 @functools.partial(jax.jit, static_argnames=("task", "hyper", "activation", "include_logdet"))
-def _action_and_grad(x, tokens, gram, task, hyper, activation, include_logdet):
+def _action_and_grad(x, tokens, factor, task, hyper, activation, include_logdet):
     """The action and its gradient in the flat M; compiled once per (task, hyper, activation,
     P), shared by every call of :func:`level1_map` (an ensemble's members, its starts)."""
     n = task.n_features
 
     def f(m):
-        return level1_action(m.reshape(n, n), tokens, task, hyper, activation, include_logdet, gram)
+        return _action(m.reshape(n, n), tokens, task, hyper, activation, include_logdet, factor)
 
     return jax.value_and_grad(f)(x)
 
@@ -95,12 +106,13 @@ def level1_map(
     n = task.n_features
     if gram is not None:
         gram = jnp.asarray(check_gram(gram, n))
+    factor = _factor(gram, task)
     if M0 is None:
         sd = global_saddle(task, hyper, tokens.shape[0], activation)
         c1 = sd.c1 if activation == "linear" else -sd.cG / task.L  # softmax: the cheapest c1
         M0 = algebra.min_norm_M(algebra.reduced_logits(c1, sd.cG, task.L), task.V)
-        if gram is not None:  # R M R^T = M0 in least squares
-            R_pinv = np.linalg.pinv(np.asarray(algebra.gram_factor(gram, n)))
+        if factor is not None:  # R M R^T = M0 in least squares
+            R_pinv = np.linalg.pinv(np.asarray(factor))
             M0 = R_pinv @ np.asarray(M0) @ R_pinv.T
     M0 = np.asarray(M0, dtype=np.float64)
     if M0.shape != (n, n):
@@ -108,7 +120,7 @@ def level1_map(
 
     def fun(x):
         v, g = _action_and_grad(
-            jnp.asarray(x), tokens, gram, task, hyper, activation, include_logdet
+            jnp.asarray(x), tokens, factor, task, hyper, activation, include_logdet
         )
         return float(v), np.asarray(g, dtype=np.float64)
 
@@ -120,7 +132,7 @@ def level1_map(
         options={"maxiter": maxiter, "gtol": 1e-9, "ftol": 1e-15},
     )
     M = res.x.reshape(n, n)
-    A = algebra.attention(algebra.logits_from_M(jnp.asarray(M), tokens, task.V, gram), activation)
+    A = algebra.attention(algebra.logits_from_M(jnp.asarray(M), tokens, task.V, factor), activation)
     pr = algebra.project(A)
     return Level1Map(
         M=M,
@@ -137,24 +149,20 @@ def level1_fit(M, tokens, task, hyper, activation: str, gram=None) -> dict:
     """The network that the Level-1 form ``M`` stands for, on ``tokens``: the readout profiled out.
 
     The readout is the posterior mean (and the MAP) given the attention, w = (lam I + Phi^T Phi)^-1
-    Phi^T y with lam = sigma^2 / g_O, in the whitened coordinates when ``gram`` is given. Returns the
-    train loss per token ``loss`` (1/2 |y - f|^2, averaged over sequences and positions, as
-    :func:`bayes_attn.models.network.loss_per_token`) and the projection of the attention
-    (``c1``, ``cG``, ``token_residual``; a1/aG for softmax).
+    Phi^T y with lam = sigma^2 / g_O, in the whitened coordinates when ``gram`` is given. Returns
+    that readout ``w`` ((V + L) x V), the train loss per token ``loss`` (1/2 |y - f|^2, averaged over
+    sequences and positions, as :func:`bayes_attn.models.network.loss_per_token`) and the projection
+    of the attention (``c1``, ``cG``, ``token_residual``; a1/aG for softmax).
     """
-    M = jnp.asarray(M)
-    A = algebra.attention(algebra.logits_from_M(M, tokens, task.V, gram), activation)
-    Phi = algebra.phi(A, tokens, task.V)
-    if gram is not None:
-        Phi = Phi @ algebra.gram_factor(gram, task.n_features)
-    y = algebra.targets(tokens, task.V)
-    X = Phi.reshape(-1, Phi.shape[-1])
-    lam = hyper.sigma2 / hyper.g_o
-    w = jnp.linalg.solve(lam * jnp.eye(X.shape[1]) + X.T @ X, X.T @ y.reshape(-1, task.V))
-    f = Phi @ w
+    factor = _factor(gram, task)
+    A = algebra.attention(algebra.logits_from_M(jnp.asarray(M), tokens, task.V, factor), activation)
+    G, B, yy = gram_design(A, tokens, task.V, factor)
+    w = jnp.linalg.solve(hyper.sigma2 / hyper.g_o * jnp.eye(G.shape[0]) + G, B)
+    residual = yy - 2 * jnp.sum(B * w) + jnp.sum(w * (G @ w))  # |y - Phi w|^2
     pr = algebra.project(A)
     return {
-        "loss": float(0.5 * jnp.mean(jnp.sum((y - f) ** 2, -1))),
+        "w": np.asarray(w),
+        "loss": float(0.5 * residual / (tokens.shape[0] * task.L)),
         "c1": float(pr["c1"]),
         "cG": float(pr["cG"]),
         "token_residual": float(pr["token_residual"]),
