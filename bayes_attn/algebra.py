@@ -143,35 +143,41 @@ def _gram_eigh(gram):
 
 
 def gram_factor(gram, n: int | None = None) -> jax.Array:
-    """A square factor R with R R^T = ``gram`` ((V + L) x (V + L), symmetric positive semidefinite).
+    """The symmetric square root R = g^(1/2) of ``gram`` ((V + L) x (V + L), symmetric positive
+    semidefinite), so R R^T = g.
 
-    R = Q diag(sqrt(lambda)) from the eigendecomposition, so it exists at every width: for d < V + L
-    the Gram has rank d and the columns of R past it are zero (the directions outside the
-    embeddings' span, which the data never see). Jit-safe: the shape does not depend on the rank.
-    ``n`` checks the shape when given.
+    R = Q diag(sqrt(lambda)) Q^T from the eigendecomposition, so it exists at every width: for
+    d < V + L the Gram has rank d and R annihilates the directions outside the embeddings' span
+    (which the data never see). Any factor gives the same model (the whitened prior is rotation
+    invariant); the symmetric one keeps the whitened coordinates close to the features' own when
+    g is close to I (wide embeddings), so members with different embedding draws share one
+    geometry there (an eigenvector factor Q diag(sqrt(lambda)) would rotate each member's
+    coordinates at random). Jit-safe: the shape does not depend on the rank. ``n`` checks the
+    shape when given.
     """
     gram = jnp.asarray(gram)
     if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or (n is not None and gram.shape[0] != n):
         want = f"({n}, {n})" if n is not None else "square"
         raise ValueError(f"gram must have shape {want}, got {gram.shape}")
     lam, Q = _gram_eigh(gram)
-    return Q * jnp.sqrt(jnp.clip(lam, 0.0, None))
+    return (Q * jnp.sqrt(jnp.clip(lam, 0.0, None))) @ Q.T
 
 
 def span_basis(W_emb, p) -> jax.Array:
     """U (d x (V + L)) with W = sqrt(d) U R^T, R = :func:`gram_factor` of the embeddings' Gram.
 
-    Its nonzero columns are orthonormal (U^T U = I on the rank of the Gram), so a network's weights
-    map onto the whitened Level-1 coordinates as M = U^T W_G U and w = sqrt(d) W_O U: with them
-    W^T W_G W / d = R M R^T and W_O W = w R^T exactly, and under the prior M and w are i.i.d.
-    N(0, g_W / chi) and N(0, g_O / chi) like Level 1's (docs/theory.md, "Frozen embeddings at any
-    width"). Columns for zero eigenvalues (d < V + L) are zero.
+    U^T U is the orthogonal projector onto the Gram's range (the identity when d >= V + L), so a
+    network's weights map onto the whitened Level-1 coordinates as M = U^T W_G U and
+    w = sqrt(d) W_O U: with them W^T W_G W / d = R M R^T and W_O W = w R^T exactly, and under the
+    prior M and w are i.i.d. N(0, g_W / chi) and N(0, g_O / chi) like Level 1's on that range
+    (docs/theory.md, "Frozen embeddings at any width"). For d < V + L, R M R^T only sees M on the
+    range, where the same holds.
     """
     W = jnp.concatenate([jnp.asarray(W_emb), jnp.asarray(p)], axis=1)
     lam, Q = _gram_eigh(embedding_gram(W_emb, p))
     keep = lam > 1e-12 * jnp.max(lam)
     inv = jnp.where(keep, 1.0 / jnp.sqrt(jnp.where(keep, lam, 1.0)), 0.0)
-    return W @ (Q * inv) / jnp.sqrt(W.shape[0])
+    return W @ ((Q * inv) @ Q.T) / jnp.sqrt(W.shape[0])
 
 
 def readout_from_w(w, tokens, V: int) -> jax.Array:

@@ -11,7 +11,10 @@ Level-1 computation at every width, d = 10^4 included:
   log-determinant: what Adam converges to) from several starts, the lowest kept; the loss filter
   of :func:`~bayes_attn.analysis.classify_minima` then marks the members at the global minimum;
 * optionally its exact posterior means, by NUTS on ``kernel_limit_model(..., gram=g)`` started at
-  the MAP.
+  the MAP: per (activation, P) the first member's Laplace covariance as a dense metric and a short
+  dual averaging of the step, then every member's chain with them, the members mapped and split
+  over the local devices
+  (:func:`~bayes_attn.inference.members.member_nuts`).
 
 The datasets and the held-out sequences are the explicit protocol's, so the two line up member by
 member: at the explicit protocol's own width the exact MAP is what Adam should reach.
@@ -31,7 +34,6 @@ from bayes_attn import algebra
 from bayes_attn._validation import check_int
 from bayes_attn.experiments.protocol import _held_out, collect_grid
 from bayes_attn.inference.adam import adam_keys
-from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_embeddings
 from bayes_attn.progress import say
 from bayes_attn.task import Hyper
@@ -59,34 +61,46 @@ def _map(task, hyper, tokens, act, gram, warm):
     return min(found, key=lambda m: m.action), found
 
 
-def _posterior(task, hyper, tokens, act, gram, M0, draws, seed):
-    """Posterior means and sds of the order parameters by NUTS on the whitened Level 1."""
-    from bayes_attn.inference.nuts import run_nuts
+def _posteriors(task, hyper, tokens, test, act, grams, Ms, draws, seed):
+    """Every member's posterior means, sds and effective sample sizes of the held-out order
+    parameters, by NUTS on the whitened Level 1 (``kernel_limit_model(..., gram=g)``) started at
+    its MAP (:func:`~bayes_attn.inference.members.member_nuts`: the first member's Laplace metric
+    and step for all, members mapped)."""
+    from numpyro.infer.util import potential_energy
+
+    from bayes_attn import _arviz as az
+    from bayes_attn.inference.members import member_nuts
     from bayes_attn.models.kernel_limit import kernel_limit_model
 
-    idata = run_nuts(
-        kernel_limit_model,
-        model_args=(task, hyper, tokens, act),
-        model_kwargs={"gram": gram},
-        num_chains=1,
-        num_warmup=draws,
-        num_samples=draws,
-        seed=seed,
-        init_params={"M": np.asarray(M0)},
-        progress_bar=False,
-    )
-    post = idata.posterior
-    q1, qG = order_parameters(act)
-    a, b = post[q1].values.ravel(), post[qG].values.ravel()
+    n = task.n_features
+
+    def logdensity(x, tok, gram):
+        return -potential_energy(kernel_limit_model, (task, hyper, tok, act), {"gram": gram},
+                                 {"M": x.reshape(n, n)})  # fmt: skip
+
+    def observe(x, tok, gram):
+        del tok
+        factor = algebra.gram_factor(gram)
+        A = algebra.attention(algebra.logits_from_M(x.reshape(n, n), test, task.V, factor), act)
+        pr = algebra.project(A)
+        return jax.numpy.stack([pr["c1"], pr["cG"]])
+
+    starts = np.asarray(Ms).reshape(len(Ms), -1)
+    run = member_nuts(logdensity, observe, starts, (np.asarray(tokens), np.asarray(grams)),
+                      key=jax.random.key(seed), num_draws=draws)  # fmt: skip
+    a, b = run["draws"][..., 0], run["draws"][..., 1]  # (member, draw)
     if act == "linear":
         a, b = (np.asarray(x) for x in algebra.fold_sign(a, b))
-    return a.mean(), b.mean(), a.std(), b.std()
+    ess = [min(float(az.ess(x[m][None])) for x in (a, b)) for m in range(a.shape[0])]
+    return {"c1": a.mean(1), "cG": b.mean(1), "c1_sd": a.std(1), "cG_sd": b.std(1),
+            "ess": np.asarray(ess), "leapfrogs": run["leapfrogs"].mean(1)}  # fmt: skip
 
 
 def frozen_point(cfg, hyper, i: int, j: int, *, d_model: int, posterior_draws: int = 0):
     """One (activation, P) point: every member's exact MAP at width ``d_model`` and, with
-    ``posterior_draws`` > 0, its posterior means (NUTS, one chain, that many warm-up steps and
-    draws). Returns ``(values, seconds)``; the values are per member unless named ``theory_*``."""
+    ``posterior_draws`` > 0, its posterior means (NUTS from the MAP with the first member's
+    Laplace metric and 30 steps of step-size adaptation, then per member 10 dropped steps and
+    ``posterior_draws`` draws). Returns ``(values, seconds)``; the values are per member unless named ``theory_*``."""
     from bayes_attn.analysis.ensembles import classify_minima
 
     task = cfg.task()
@@ -99,13 +113,13 @@ def frozen_point(cfg, hyper, i: int, j: int, *, d_model: int, posterior_draws: i
     grams = member_grams(cfg, hyper, j, d_model)
     names = ("c1", "cG", "train_loss", "action", "n_iter", "starts_agree")
     out = {f"exact_{k}": np.full(cfg.members, np.nan) for k in names}
-    post = {f"exact_post_{k}": np.full(cfg.members, np.nan) for k in ("c1", "cG", "c1_sd", "cG_sd")}
     seconds = {"map": 0.0, "posterior": 0.0}
-    warm = None
+    warm, Ms = None, []
     for m in range(cfg.members):
         t0 = time.perf_counter()
         best, found = _map(task, hyper, tokens[m], act, grams[m], warm)
         warm = best.M  # members' Grams are close at large d: a fair warm start for the next one
+        Ms.append(np.asarray(best.M))
         fit = level1_fit(best.M, test, task, hyper, act, grams[m])  # order parameters held out
         train = level1_fit(best.M, tokens[m], task, hyper, act, grams[m])
         c1, cG = (fit["c1"], fit["cG"])
@@ -117,15 +131,11 @@ def frozen_point(cfg, hyper, i: int, j: int, *, d_model: int, posterior_draws: i
         for k, v in row.items():
             out[f"exact_{k}"][m] = v
         seconds["map"] += time.perf_counter() - t0
-        if posterior_draws:
-            t0 = time.perf_counter()
-            vals = _posterior(task, hyper, tokens[m], act, grams[m], best.M, posterior_draws,
-                              cfg.seed + m)  # fmt: skip
-            for k, v in zip(("c1", "cG", "c1_sd", "cG_sd"), vals, strict=True):
-                post[f"exact_post_{k}"][m] = v
-            seconds["posterior"] += time.perf_counter() - t0
     if posterior_draws:
-        out.update(post)
+        t0 = time.perf_counter()
+        post = _posteriors(task, hyper, tokens, test, act, grams, Ms, posterior_draws, cfg.seed + j)
+        out.update({f"exact_post_{k}": v for k, v in post.items()})
+        seconds["posterior"] += time.perf_counter() - t0
     sd = global_saddle(task, hyper, P, act)
     filt = classify_minima(
         xr.Dataset({"train_loss": (("member", "step"), out["exact_train_loss"][:, None])}),
@@ -153,7 +163,8 @@ def run_frozen_protocol(
     Returns ``(dataset, seconds)``: dims (activation, P, member) for ``exact_*`` (the MAP's held-out
     order parameters, folded for linear; its train loss, action per chi, L-BFGS iterations; whether
     the starts agreed; ``exact_global_min``, the loss filter; with ``posterior_draws`` the posterior
-    means and sds ``exact_post_*``) and (activation, P) for ``theory_*`` (Level 2). The attrs hold
+    means and sds ``exact_post_*`` of the held-out order parameters, their smaller effective sample
+    size ``exact_post_ess`` and the mean leapfrog steps per draw ``exact_post_leapfrogs``) and (activation, P) for ``theory_*`` (Level 2). The attrs hold
     the settings, the width and the run's record.
     """
     hyper = hyper or Hyper.paper()

@@ -1,4 +1,4 @@
-"""SGLD over an ensemble of networks, one chain per member on its own dataset, in one program.
+"""Samplers over an ensemble, one chain per member on its own posterior, in one program.
 
 :func:`sgld_program` drives the NumPyro kernel :class:`~bayes_attn.inference.sgld.SGLD` directly, in
 one jitted program per (activation, P) that scans the steps and maps over the members (``MCMC``
@@ -6,6 +6,11 @@ would compile once per member, since each member has its own dataset); with seve
 the members are split over them (:func:`~bayes_attn.inference.sharding.sharded_map`).
 :func:`sgld_step_size` is the default step, from the potential's curvature. The protocol's SGLD
 stage (:mod:`bayes_attn.experiments.protocol`) and the hysteresis sweep both run it.
+
+:func:`member_nuts` is NUTS (BlackJAX) for an ensemble of posteriors that differ only in their data:
+the first member's Laplace covariance is the (dense) metric and a short dual averaging on it sets the
+step, and every member's chain then runs with them, the members mapped (and split over the local
+devices) in one jitted program. The exact frozen-embedding protocol (:mod:`bayes_attn.experiments.frozen`) runs it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from jax.flatten_util import ravel_pytree
 from numpyro.infer.util import potential_energy
 
 from bayes_attn import algebra
+from bayes_attn._validation import check_int
 from bayes_attn.inference.sgld import SGLD
 from bayes_attn.inference.sharding import sharded_map
 from bayes_attn.models.network import forward, loss_per_token, network_model
@@ -27,6 +33,8 @@ __all__ = [
     "STEP_CAP",
     "STEP_SAFETY",
     "chain_means",
+    "laplace_metric",
+    "member_nuts",
     "member_observables",
     "sgld_program",
     "sgld_step_size",
@@ -179,4 +187,143 @@ def chain_means(obs: dict, activation: str) -> dict:
         "qG_sd": qG.std(1),
         "train_loss": np.asarray(obs["train_loss"]).mean(1),
         "step_size": np.asarray(obs["step_size"]),
+    }
+
+
+def laplace_metric(logdensity_fn, position, args=(), *, chunk: int = 30) -> np.ndarray:
+    """The Laplace covariance at ``position`` (1-D): the inverse of the Hessian of
+    ``-logdensity_fn(position, *args)``, by Hessian-vector products ``chunk`` at a time, its
+    eigenvalues clipped to at least 1e-8 of the largest so that it is a valid HMC metric."""
+    position = jnp.asarray(position)
+    k = position.shape[0]
+    chunk = max(1, min(check_int("chunk", chunk, 1), k))
+
+    @jax.jit
+    def hessian(x, args):
+        grad = jax.grad(lambda z: -logdensity_fn(z, *args))
+
+        def hvp(v):
+            return jax.jvp(grad, (x,), (v,))[1]
+
+        eye = jnp.eye(-(-k // chunk) * chunk, k, dtype=x.dtype).reshape(-1, chunk, k)
+        return jax.lax.map(jax.vmap(hvp), eye).reshape(-1, k)[:k]
+
+    H = np.asarray(hessian(position, tuple(args)), dtype=np.float64)
+    lam, Q = np.linalg.eigh(0.5 * (H + H.T))
+    if not np.all(np.isfinite(lam)):
+        raise ValueError("position: the Hessian of the log density there is not finite")
+    lam = np.maximum(lam, 1e-8 * max(float(lam[-1]), 1e-300))
+    return (Q / lam) @ Q.T
+
+
+def member_nuts(
+    logdensity_fn,
+    observe_fn,
+    positions,
+    member_args,
+    *,
+    key,
+    num_adapt: int = 30,
+    num_burn: int = 10,
+    num_draws: int = 40,
+    target_accept: float = 0.8,
+    mesh=None,
+) -> dict:
+    """NUTS (BlackJAX) on every member's posterior, the members in one jitted program.
+
+    The members' posteriors differ only in their data (their dataset, their embedding draw), so
+    they share one metric and one step: the dense inverse mass matrix is the Laplace covariance at
+    the first member's start (:func:`laplace_metric`), and the step size comes from ``num_adapt``
+    steps of dual averaging (Hoffman & Gelman 2014, BlackJAX's ``dual_averaging_adaptation``) on
+    the first member. Any fixed metric and step leave each member's posterior invariant, so sharing
+    them costs only efficiency. Each member's chain then starts at its own position shifted by
+    the way the first member's adaptation went (its end minus its start: a mode can lie many
+    posterior sds from the bulk, and the members are alike), drops ``num_burn`` steps and keeps
+    ``num_draws``.
+
+    Parameters
+    ----------
+    logdensity_fn : callable
+        ``logdensity_fn(x, *args)``: member ``m``'s log posterior at the flat position ``x``, with
+        ``args`` its slice of ``member_args`` (traceable).
+    observe_fn : callable
+        ``observe_fn(x, *args)``: the quantities recorded at each draw (an array).
+    positions : array (members, k)
+        Every member's start, for example its MAP (where the Laplace metric is taken).
+    member_args : tuple of arrays
+        Each with a leading member axis.
+    key : jax.random key
+    num_adapt, num_burn, num_draws : int
+    target_accept : float
+        The dual averaging's target acceptance.
+    mesh : jax.sharding.Mesh, optional
+        Members are split over it (:func:`~bayes_attn.inference.sharding.sharded_map`; default
+        the local devices).
+
+    Returns
+    -------
+    dict
+        ``draws`` (members, num_draws, ...) of ``observe_fn``; ``leapfrogs`` (members, num_burn +
+        num_draws), the integration steps of every transition; ``step_size``;
+        ``inverse_mass_matrix`` (k, k).
+    """
+    import blackjax
+    from blackjax.adaptation.step_size import dual_averaging_adaptation
+
+    num_adapt = check_int("num_adapt", num_adapt, 1)
+    num_burn = check_int("num_burn", num_burn, 0)
+    num_draws = check_int("num_draws", num_draws, 1)
+    if not 0.0 < target_accept < 1.0:
+        raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
+    positions = jnp.asarray(positions)
+    if positions.ndim != 2:
+        raise ValueError(f"positions must have shape (members, k), got {positions.shape}")
+    member_args = tuple(jnp.asarray(a) for a in member_args)
+    first = tuple(a[0] for a in member_args)
+    inv_mass = jnp.asarray(laplace_metric(logdensity_fn, positions[0], first))
+    k_adapt, k_run = jax.random.split(key)
+
+    @jax.jit
+    def adapt(key, x0, args, inv_mass):
+        init, update, final = dual_averaging_adaptation(target_accept)
+        kernel = blackjax.nuts.build_kernel()
+
+        def logdensity(x):
+            return logdensity_fn(x, *args)
+
+        def step(carry, k):
+            state, da = carry
+            state, info = kernel(k, state, logdensity, jnp.exp(da.log_step_size), inv_mass)
+            return (state, update(da, info.acceptance_rate)), None
+
+        start = (blackjax.nuts.init(x0, logdensity), init(jnp.asarray(0.5, x0.dtype)))
+        (state, da), _ = jax.lax.scan(step, start, jax.random.split(key, num_adapt))
+        return final(da), state.position
+
+    @jax.jit
+    def run(keys, positions, member_args, step_size, inv_mass):
+        def one(x, step_size, inv_mass):
+            key, position, args = x
+            nuts = blackjax.nuts(lambda z: logdensity_fn(z, *args), step_size, inv_mass)
+
+            def step(state, k):
+                state, info = nuts.step(k, state)
+                return state, (observe_fn(state.position, *args), info.num_integration_steps)
+
+            keys = jax.random.split(key, num_burn + num_draws)
+            return jax.lax.scan(step, nuts.init(position), keys)[1]
+
+        return sharded_map(one, (keys, positions, member_args), step_size, inv_mass, mesh=mesh)
+
+    step_size, end = adapt(k_adapt, positions[0], first, inv_mass)
+    # every chain starts where the first member's adaptation ended, relative to its own start: a
+    # mode can lie many posterior sds from the bulk (the linear crossover), and members are alike
+    starts = positions + (end - positions[0])[None, :]
+    n = positions.shape[0]
+    draws, leapfrogs = run(jax.random.split(k_run, n), starts, member_args, step_size, inv_mass)
+    return {
+        "draws": np.asarray(draws)[:, num_burn:],
+        "leapfrogs": np.asarray(leapfrogs),
+        "step_size": float(step_size),
+        "inverse_mass_matrix": np.asarray(inv_mass),
     }

@@ -61,6 +61,19 @@ def _action_and_grad(x, tokens, factor, task, hyper, activation, include_logdet)
     return jax.value_and_grad(f)(x)
 
 
+@functools.lru_cache(maxsize=256)
+def theory_start(task, hyper, P: int, activation: str) -> np.ndarray:
+    """The minimum-norm M of the global Level-2 saddle at ``P`` (read-only; cached, so that an
+    ensemble's members, which share it, solve the saddle once per (activation, P))."""
+    from bayes_attn.theory.saddles import global_saddle
+
+    sd = global_saddle(task, hyper, P, activation)
+    c1 = sd.c1 if activation == "linear" else -sd.cG / task.L  # softmax: the cheapest c1
+    M0 = np.asarray(algebra.min_norm_M(algebra.reduced_logits(c1, sd.cG, task.L), task.V))
+    M0.flags.writeable = False
+    return M0
+
+
 @dataclasses.dataclass(frozen=True)
 class Level1Map:
     """A local minimum of the Level-1 action.
@@ -99,8 +112,6 @@ def level1_map(
     log-determinant), in the whitened coordinates of :func:`bayes_attn.algebra.span_basis`; the
     default start is then the least-squares image of the one above.
     """
-    from bayes_attn.theory.saddles import global_saddle
-
     check_activation(activation)
     tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
     n = task.n_features
@@ -108,9 +119,7 @@ def level1_map(
         gram = jnp.asarray(check_gram(gram, n))
     factor = _factor(gram, task)
     if M0 is None:
-        sd = global_saddle(task, hyper, tokens.shape[0], activation)
-        c1 = sd.c1 if activation == "linear" else -sd.cG / task.L  # softmax: the cheapest c1
-        M0 = algebra.min_norm_M(algebra.reduced_logits(c1, sd.cG, task.L), task.V)
+        M0 = theory_start(task, hyper, int(tokens.shape[0]), activation)
         if factor is not None:  # R M R^T = M0 in least squares
             R_pinv = np.linalg.pinv(np.asarray(factor))
             M0 = R_pinv @ np.asarray(M0) @ R_pinv.T

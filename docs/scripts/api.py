@@ -27,7 +27,10 @@ MODULES = [
     ("bayes_attn.models", "NumPyro models at the three levels, and the network forward"),
     ("bayes_attn.models.levels", "the levels' names, models and order parameters"),
     ("bayes_attn.inference", "samplers and trainers"),
-    ("bayes_attn.inference.members", "SGLD, one chain per ensemble member, in one program"),
+    (
+        "bayes_attn.inference.members",
+        "SGLD and NUTS, one chain per ensemble member, in one program",
+    ),
     ("bayes_attn.inference.record", "the record every run writes into its attrs"),
     ("bayes_attn.analysis", "statistics: diagnostics, phase occupancy, ensemble summaries"),
     ("bayes_attn.experiments", "coexistence, hysteresis, precursors"),

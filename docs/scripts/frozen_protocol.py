@@ -1,20 +1,28 @@
 """The paper protocol at d = 10^4 (and at the explicit protocol's d = 256) through the frozen-embedding
 identity, beside the explicit d = 256 protocol and the Level-2 theory.
 
-    python docs/scripts/frozen_protocol.py [--d 256 10000] [--members 10] [--posterior-draws 0]
-        [--explicit docs/figures/paper/protocol.nc] [--out docs/figures/paper]
+    python docs/scripts/frozen_protocol.py [--d 256 10000] [--members 10] [--posterior-draws 40]
+        [--posterior-widths 10000] [--explicit docs/figures/paper/protocol.nc]
+        [--out docs/figures/paper]
 
 Writes ``exact_dD.nc`` for each width (skipped when it exists and was made with the same settings:
-delete it to rerun), prints the table of docs/validation.md ("The protocol at any width, exactly")
-and draws ``exact_widths.png``.
+delete it to rerun), with the exact posterior means (NUTS, ``--posterior-draws`` per member) at the
+widths in ``--posterior-widths``; prints the table of docs/validation.md ("The protocol at any
+width, exactly") and draws ``exact_widths.png``. The members are split over as many forced CPU
+devices as there are cores (``XLA_FLAGS``, unless it is set already).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import time
+
+os.environ.setdefault(
+    "XLA_FLAGS", f"--xla_force_host_platform_device_count={min(os.cpu_count() or 1, 8)}"
+)
 
 import matplotlib
 
@@ -38,7 +46,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--d", type=int, nargs="+", default=[256, 10_000])
     ap.add_argument("--members", type=int, default=10)
-    ap.add_argument("--posterior-draws", type=int, default=0)
+    ap.add_argument("--posterior-draws", type=int, default=40)
+    ap.add_argument("--posterior-widths", type=int, nargs="*", default=[10_000])
     ap.add_argument("--explicit", default="docs/figures/paper/protocol.nc")
     ap.add_argument("--out", default="docs/figures/paper")
     args = ap.parse_args()
@@ -48,17 +57,15 @@ def main():
     runs = {}
     for d in args.d:
         path = out / f"exact_d{d}.nc"
+        draws = args.posterior_draws if d in args.posterior_widths else 0
         if path.exists():
             ds = xr.load_dataset(path)
-            if (
-                ds.attrs.get("members") == args.members
-                and ds.attrs.get("posterior_draws") == args.posterior_draws
-            ):
+            if ds.attrs.get("members") == args.members and ds.attrs.get("posterior_draws") == draws:
                 print(f"d = {d}: read {path} (MAP {ds.attrs['map_seconds']:.0f} s when made)")
                 runs[d] = ds
                 continue
         t0 = time.perf_counter()
-        ds, sec = run_frozen_protocol(cfg, hyper, d_model=d, posterior_draws=args.posterior_draws)
+        ds, sec = run_frozen_protocol(cfg, hyper, d_model=d, posterior_draws=draws)
         wall = time.perf_counter() - t0
         ds.attrs.update(wall_seconds=wall, command="python docs/scripts/frozen_protocol.py")
         write_atomic(ds, path)
@@ -74,6 +81,8 @@ def main():
     header = "| act | P | Level 2 q1, qG |"
     for d in args.d:
         header += f" exact d={d} q1, qG (filter) |"
+        if "exact_post_cG" in runs[d]:
+            header += f" posterior d={d} q1, qG (ESS) |"
     if explicit is not None:
         header += f" Adam d={explicit.attrs.get('d_model', 256)} q1, qG (filter) |"
     print(header)
@@ -88,6 +97,12 @@ def main():
                 m1, s1, n = _filtered(ds.isel(activation=i, P=j), "exact_c1", mask)
                 m2, s2, _ = _filtered(ds.isel(activation=i, P=j), "exact_cG", mask)
                 row += f" {m1:.3f}, {m2:.3f} ± {s2:.3f} ({n}) |"
+                if "exact_post_cG" in ds:
+                    p = ds.isel(activation=i, P=j)
+                    m1, _, _ = _filtered(p, "exact_post_c1", mask)
+                    m2, s2, _ = _filtered(p, "exact_post_cG", mask)
+                    ess = np.nanmin(np.where(mask, p.exact_post_ess.values, np.nan))
+                    row += f" {m1:.3f}, {m2:.3f} ± {s2:.3f} (≥{ess:.0f}) |"
             if explicit is not None:
                 e = explicit.sel(activation=act, P=P)
                 mask = e.global_min.values.astype(bool)
@@ -109,6 +124,10 @@ def main():
                 m, sd, _ = _filtered(ds.isel(activation=i), f"exact_{var}", mask)
                 ax.errorbar(Ps, m, sd, marker=marker, ls="none", ms=5, capsize=2, mfc="none",
                             label=f"exact MAP, d = {d} (frozen embeddings)")  # fmt: skip
+                if f"exact_post_{var}" in ds:
+                    m, sd, _ = _filtered(ds.isel(activation=i), f"exact_post_{var}", mask)
+                    ax.errorbar(Ps * 1.04, m, sd, marker=marker, ls="none", ms=4, capsize=2,
+                                color="C2", label=f"exact posterior mean, d = {d} (NUTS)")  # fmt: skip
             if explicit is not None:
                 e = explicit.isel(activation=i)
                 mask = e.global_min.values.astype(bool)
