@@ -2,19 +2,35 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml .ci/constraints-oldest.txt | cksum | cut -d' ' -f1)
 
-.PHONY: test demo slow lint bench bench-peers clean
+.PHONY: test test-latest demo slow lint bench bench-peers clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml .ci/constraints-oldest.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' -c .ci/constraints-oldest.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 test: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m pytest -q -n 2 --durations=15
+
+# The newest stack: a second venv from a Python >= 3.12 with the newest releases that the ranges
+# in pyproject.toml admit, and the tests that touch ArviZ, JAX transforms, the samplers and the CLI.
+PYTHON_LATEST ?= $(shell sh .ci/python-latest)
+VENV_LATEST := .venv-latest
+LATEST_TESTS := tests/test_arviz_seam.py tests/test_nuts_reduced.py tests/test_sgld.py \
+	tests/test_smc.py tests/test_cli.py tests/test_provenance.py tests/test_sharding.py \
+	tests/test_distributed.py tests/test_calling.py tests/test_member_nuts.py tests/test_layers.py
+
+test-latest:
+	@test -n "$(PYTHON_LATEST)" || { echo "make test-latest: no Python >= 3.12 found; set PYTHON_LATEST"; exit 2; }
+	test -x $(VENV_LATEST)/bin/python || $(PYTHON_LATEST) -m venv $(VENV_LATEST)
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade pip
+	$(VENV_LATEST)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(VENV_LATEST)/bin/python -c "import sys, jax, numpyro, arviz, blackjax; print('newest stack: python', sys.version.split()[0], '| jax', jax.__version__, '| numpyro', numpyro.__version__, '| arviz', arviz.__version__, '| blackjax', blackjax.__version__)"
+	MPLBACKEND=Agg $(VENV_LATEST)/bin/python -m pytest -q -n 2 --durations=10 $(LATEST_TESTS)
 
 slow: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m pytest -q -n 2 -m slow
@@ -39,4 +55,4 @@ bench-peers: $(STAMP)
 	$(PY) benchmarks/bench_peers.py
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) $(VENV_LATEST) out .pytest_cache

@@ -461,7 +461,7 @@ def sample(
             seed=seed,
             progress_bar=progress,
         )
-    import arviz as az
+    from bayes_attn import _arviz as az
 
     az.to_netcdf(idata, out)
     log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
@@ -799,14 +799,13 @@ def figures(ctx, out, quick, only, configs):
 @_verbosity_options
 def diagnose(path, plots, var_names, fold):
     """Read a NetCDF result (posterior, Adam ensemble or sweep); print its table and plot it."""
-    import arviz as az
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
     import xarray as xr
 
+    from bayes_attn import _arviz as az
     from bayes_attn.analysis import diagnose as diag
     from bayes_attn.analysis import fold_posterior
     from bayes_attn.inference.record import header
@@ -819,7 +818,7 @@ def diagnose(path, plots, var_names, fold):
         idata = az.from_netcdf(path)
     except Exception as err:
         raise click.UsageError(f"cannot read {path}: {err}") from err
-    if "posterior" in idata.groups():
+    if "posterior" in az.groups(idata):
         valid = list(idata.posterior.data_vars)
         unknown = [v for v in var_names if v.removeprefix("~") not in valid]
         if unknown:
@@ -838,7 +837,7 @@ def diagnose(path, plots, var_names, fold):
         fig.savefig(trace, dpi=90)
         axes = az.plot_posterior(shown, var_names=names)
         post = folder / f"{path.stem}_posterior.png"
-        fig = np.atleast_1d(axes).ravel()[0].figure
+        fig = axes.ravel()[0].figure
         fig.suptitle(plot.run_title(idata.posterior.attrs))
         fig.tight_layout()
         fig.savefig(post, dpi=90)

@@ -3,7 +3,7 @@
 At the paper preset the weak-copy (aG ~ 0.4) and strong-copy (aG ~ 3.8) phases carry equal posterior
 mass at P_cross = 276.03 (chi = 30, log-determinant left out, as in the saddle-point theory). NUTS
 chains started in either phase stay there; tempered SMC crosses the barrier and weighs the phases.
-Figures: the posterior of aG from SMC with the exact density overlaid (``az.plot_posterior``), the
+Figures: the posterior of aG from SMC (a histogram of the draws) with the exact density overlaid, the
 per-chain traces of stuck NUTS chains beside the SMC draws, the exact weight of the strong
 phase against P with the SMC fractions, and the hysteresis loop: warm-started descent on the
 reduced action swept up and down in P (it jumps at the spinodals) beside warm-started Adam networks
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-import arviz as az
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
@@ -86,10 +85,13 @@ def main():
     print(diagnose(nuts, ["aG"]))
 
     # 1. the posterior of aG, both modes, with the exact density
-    ax = az.plot_posterior(smc, var_names=["aG"], hdi_prob="hide", point_estimate=None)
+    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
+    draws = smc.posterior["aG"].values.ravel()
+    ax.hist(draws, bins=120, density=True, color="C0", alpha=0.5, label="SMC draws")
     grid = np.linspace(-0.5, 6.0, 4000)
     ax.plot(grid, exact_density(task, hyper, P, grid), "k-", lw=1, label="exact")
     ax.set_title(f"aG at P = {P:.1f}: SMC draws and the exact posterior")
+    ax.set(xlabel="aG (copy weight)", ylabel="density")
     ax.legend()
     ax.figure.savefig(out / "posterior_aG.png", dpi=110)
     plt.close(ax.figure)

@@ -1,7 +1,7 @@
 """The reduced posterior of (c1, cG) across the linear second-order transition.
 
 NUTS samples exp(-chi s(c1, cG)) at several P around P* = 22.76 (the paper's Table 1). The figures show the
-posterior with ``az.plot_posterior`` / ``az.plot_pair`` below and above P*, and the posterior variance
+posterior with ``az.plot_posterior`` (``az.plot_dist`` under ArviZ 1.x) and the joint draws below and above P*, and the posterior variance
 of c1 against P: the fluctuations grow towards P*, the precursor of a second-order transition,
 beside the Laplace (Hessian) prediction (H^-1)_11 / chi, which diverges there.
 Above P* the posterior has two Z2 images; there the draws are folded onto c1 >= 0 (one image).
@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
 
 import bayes_attn as ba
+from bayes_attn import _arviz as az
 from bayes_attn import theory
 from bayes_attn.analysis import diagnose
 from bayes_attn.inference import run_nuts
@@ -62,15 +62,18 @@ def main():
 
     below, above = min(Ps), max(Ps)
     for P in (below, above):
-        axes = az.plot_posterior(runs[P], var_names=["c1", "cG"], figsize=(8, 3.4))
-        plt.gcf().suptitle(f"reduced posterior, linear, P = {P:g} (P* = {P_star:.1f})", y=1.0)
-        plt.gcf().tight_layout()
-        plt.savefig(out / f"posterior_P{P:g}.png", dpi=90)
-        az.plot_pair(runs[P], var_names=["c1", "cG"], kind="kde", figsize=(4, 4))
-        plt.gcf().suptitle(f"P = {P:g}")
-        plt.savefig(out / f"pair_P{P:g}.png", dpi=90)
+        axes = az.plot_posterior(runs[P], var_names=["c1", "cG"])  # plot_dist under ArviZ 1.x
+        fig = axes.ravel()[0].figure
+        fig.set_size_inches(8, 3.4)
+        fig.suptitle(f"reduced posterior, linear, P = {P:g} (P* = {P_star:.1f})", y=1.0)
+        fig.tight_layout()
+        fig.savefig(out / f"posterior_P{P:g}.png", dpi=90)
+        post = runs[P].posterior
+        fig, ax = plt.subplots(figsize=(4, 4), constrained_layout=True)
+        ax.scatter(post["c1"].values.ravel(), post["cG"].values.ravel(), s=2, alpha=0.3)
+        ax.set(xlabel="c1", ylabel="cG", title=f"joint posterior draws, P = {P:g}")
+        fig.savefig(out / f"pair_P{P:g}.png", dpi=90)
         plt.close("all")
-        del axes
 
     r = np.array(rows)
     fig, ax = plt.subplots(figsize=(5.5, 3.6), constrained_layout=True)

@@ -7,11 +7,11 @@ sampler fails this by chance with probability ~1e-3. The quadrature is a trapezo
 Where the posterior has Z2 images (linear, above P*), both sides are folded onto c1 >= 0.
 """
 
-import arviz as az
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bayes_attn import _arviz as az
 from bayes_attn import algebra
 from bayes_attn.analysis import diagnose
 from bayes_attn.inference import run_nuts
@@ -93,7 +93,7 @@ def test_inference_data_is_complete_and_round_trips(paper, tmp_path):
     assert idata.posterior.attrs["level"] == "reduced"
     assert idata.posterior.attrs["L"] == 25 and idata.posterior.attrs["sigma2"] == 30.0
     path = tmp_path / "x.nc"
-    idata.to_netcdf(path)
+    az.to_netcdf(idata, path)
     back = az.from_netcdf(path)
     np.testing.assert_array_equal(back.posterior["aG"].values, idata.posterior["aG"].values)
     assert back.posterior.attrs["activation"] == "softmax"

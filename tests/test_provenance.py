@@ -2,7 +2,6 @@
 
 import warnings
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +9,7 @@ import pytest
 import xarray as xr
 
 import bayes_attn as ba
+from bayes_attn import _arviz as az
 from bayes_attn.analysis import diagnose
 from bayes_attn.experiments.sweep import SweepConfig, run_sweep
 from bayes_attn.inference import run_nuts, run_sgld, run_smc, train_adam
@@ -26,7 +26,7 @@ def paper():
 
 def _reread(idata, tmp_path, name):
     path = tmp_path / f"{name}.nc"
-    idata.to_netcdf(path)
+    az.to_netcdf(idata, path)
     return az.from_netcdf(path)
 
 
@@ -167,7 +167,7 @@ def test_smc_diagnose_reports_smc_not_rhat(paper):
 def _linear_draws(centres, n=400, sd=0.01, seed=0):
     rng = np.random.default_rng(seed)
     c = np.asarray(centres, float)[:, None, :] + sd * rng.standard_normal((len(centres), n, 2))
-    idata = az.from_dict(posterior={"c1": c[..., 0], "cG": c[..., 1]})
+    idata = az.from_dict({"posterior": {"c1": c[..., 0], "cG": c[..., 1]}})
     idata.posterior.attrs.update(activation="linear", sampler="nuts")
     return idata
 

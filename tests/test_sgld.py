@@ -12,7 +12,6 @@ correct sampler fails a given comparison with probability ~1e-4. Against NUTS, t
 MCSEs in quadrature and the O(eps) bias (below).
 """
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,6 +21,7 @@ import pytest
 from numpyro.infer import MCMC
 
 import bayes_attn as ba
+from bayes_attn import _arviz as az
 from bayes_attn.inference import run_nuts
 from bayes_attn.inference.sgld import SGLD, polynomial_decay, run_sgld
 from bayes_attn.models import network_model, order_param_model
@@ -186,7 +186,7 @@ def test_vectorized_chains_warm_start_schedule_and_arviz():
     assert np.all(np.isfinite(extra["potential_energy"])) and np.all(extra["grad_norm"] > 0)
     np.testing.assert_array_equal(mcmc.last_state.i, [20, 20, 20])
 
-    idata = az.from_numpyro(mcmc)
+    idata = az.from_numpyro(mcmc, log_likelihood=True)
     assert idata.log_likelihood["y"].shape == (3, 20, 100)
     np.testing.assert_array_equal(idata.observed_data["y"], y)
     assert {"lp", "grad_norm", "step_size"} <= set(idata.sample_stats.data_vars)

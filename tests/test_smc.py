@@ -38,7 +38,6 @@ the AR(5) regression (about 94 moves per step over 50 steps), of which ~5 s is X
 import math
 import warnings
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -50,6 +49,7 @@ from numpyro.infer.util import potential_energy
 from scipy import integrate, special, stats
 
 import bayes_attn as ba
+from bayes_attn import _arviz as az
 from bayes_attn.analysis import diagnose
 from bayes_attn.analysis.phases import phase_boundary, phase_occupancy
 from bayes_attn.inference import run_nuts
@@ -437,7 +437,7 @@ def test_nuts_started_in_both_phases_is_not_mixing_while_smc_passes(preset, p_cr
 
 
 def _idata(x):
-    return az.from_dict(posterior={"aG": np.asarray(x, dtype=float)})
+    return az.from_dict({"posterior": {"aG": np.asarray(x, dtype=float)}})
 
 
 def _two_state_chains(rng, n_chains, n_draws, a, b):
@@ -478,7 +478,7 @@ def test_smc_inference_data_round_trips(preset, tmp_path):
     a = idata.posterior.attrs
     assert a["level"] == "reduced" and a["P"] == 275.6 and a["L"] == 25
     path = tmp_path / "smc.nc"
-    idata.to_netcdf(path)
+    az.to_netcdf(idata, path)
     back = az.from_netcdf(path)
     assert back.posterior.attrs["log_evidence"] == a["log_evidence"]
     np.testing.assert_array_equal(

@@ -169,8 +169,8 @@ def fold_posterior(idata):
         return idata
     out = idata.copy()
     c1, cG = fold_sign(post["c1"].values, post["cG"].values)
-    out.posterior["c1"] = (post["c1"].dims, np.asarray(c1))
-    out.posterior["cG"] = (post["cG"].dims, np.asarray(cG))
+    az.set_variable(out, "posterior", "c1", post["c1"].dims, c1)
+    az.set_variable(out, "posterior", "cG", post["cG"].dims, cG)
     return out
 
 
@@ -183,7 +183,7 @@ def _chain_table(idata, var_names, z, smc):
     with _warnings.catch_warnings():
         if smc:  # one run is one chain: ArviZ's shape check does not apply to particles
             _warnings.filterwarnings("ignore", message="Shape validation failed")
-        summary = az.summary(idata, var_names=var_names, kind="all", round_to="none")
+        summary = az.summary(idata, var_names=var_names)
         table = summary[cols].copy()
         groups = {}
         n_chains = post.sizes["chain"]
@@ -266,7 +266,7 @@ def diagnose(
             if rhat > rhat_max:
                 warnings.append(f"{v}: R-hat {rhat:.3f} > {rhat_max} (chains have not mixed)")
     div = 0
-    if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
+    if "sample_stats" in az.groups(idata) and "diverging" in idata.sample_stats:
         div = int(np.asarray(idata.sample_stats["diverging"]).sum())
     if div:
         warnings.append(f"{div} divergent transitions: the sampler may be biased")

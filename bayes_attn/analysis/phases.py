@@ -161,7 +161,7 @@ def _rebuild(idata, P=None, task=None, hyper=None):
     if P is None:
         if "P" in attrs:
             P = float(attrs["P"])
-        elif "observed_data" in idata.groups() and "tokens" in idata.observed_data:
+        elif "observed_data" in az.groups(idata) and "tokens" in idata.observed_data:
             P = float(idata.observed_data["tokens"].shape[0])
         else:
             raise ValueError("P: not in idata.attrs and no observed tokens; pass P")
@@ -271,7 +271,7 @@ def _smc_occupancy(idata, ind, frac, attrs, table, alpha, common):
     p = float(np.mean(frac))
     ess_final = np.broadcast_to(np.asarray(attrs.get("ess_final", n_draws), float), (n_chains,))
     eve = None
-    if "sample_stats" in idata.groups() and "eve" in idata.sample_stats:
+    if "sample_stats" in az.groups(idata) and "eve" in idata.sample_stats:
         eve = np.asarray(idata.sample_stats["eve"].transpose("chain", "draw"))
     rows = [
         _smc_error(None if eve is None else eve[c], ind[c], p, frac[c], ess_final[c])

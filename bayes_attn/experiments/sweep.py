@@ -33,6 +33,7 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
+from bayes_attn import _arviz as az
 from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.io import write_atomic
 from bayes_attn.models.levels import LEVELS, model_at, order_parameters
@@ -271,7 +272,7 @@ def _summary_point(idata, activation):
         d = diagnose(fold_posterior(idata), var_names=names)
         for q in names:
             out.update({f"{q}_{stat}": float(d.table.loc[q, col]) for stat, col in _STATS.items()})
-        if "sample_stats" in idata.groups() and "diverging" in idata.sample_stats:
+        if "sample_stats" in az.groups(idata) and "diverging" in idata.sample_stats:
             div = float(d.divergences)
     out["divergences"] = div
     return {k: ((), np.float64(v)) for k, v in out.items()}

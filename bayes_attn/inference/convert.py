@@ -1,6 +1,7 @@
 """ArviZ conversion for every sampler: one table of dimension names, one way to stamp the record.
 
-Every sampler's result is an ``arviz.InferenceData`` whose variables carry the dims below, whose
+Every sampler's result is an ``arviz.InferenceData`` (an ``xarray.DataTree`` under ArviZ 1.x, with
+the same groups, names and attrs; :mod:`bayes_attn._arviz` is the seam) whose variables carry the dims below, whose
 ``observed_data`` holds the tokens (when the model was given a dataset) and whose groups all carry
 the run's record (:mod:`bayes_attn.inference.record`).
 """
@@ -48,42 +49,40 @@ def coords_dims(task, names=None):
     return coords, dims
 
 
-def finish(idata, record: RunRecord, model, model_args, model_kwargs) -> az.InferenceData:
+def finish(idata, record: RunRecord, model, model_args, model_kwargs):
     """Add the tokens as ``observed_data`` and the run's record to every group's attrs."""
     tokens = tokens_of(model, model_args, model_kwargs)
-    if "observed_data" in idata.groups():  # from_numpyro leaves an empty one for factor models
-        del idata.observed_data
+    if "observed_data" in az.groups(idata):  # from_numpyro leaves an empty one for factor models
+        az.drop_group(idata, "observed_data")
     if tokens is not None:
         obs = xr.Dataset({"tokens": (("sequence", "position"), np.asarray(tokens))})
-        idata.add_groups({"observed_data": obs})
+        az.set_group(idata, "observed_data", obs)
     attrs = record.attrs(model, model_args, model_kwargs)
-    for group in idata.groups():
+    for group in az.groups(idata):
         idata[group].attrs.update(attrs)
     return idata
 
 
-def from_mcmc(mcmc, record: RunRecord, model, model_args, model_kwargs) -> az.InferenceData:
-    """InferenceData of a NumPyro ``MCMC`` run (NUTS, SGLD), with named dims, the sample stats
+def from_mcmc(mcmc, record: RunRecord, model, model_args, model_kwargs):
+    """The result (InferenceData, or DataTree under ArviZ 1.x) of a NumPyro ``MCMC`` run (NUTS, SGLD), with named dims, the sample stats
     (divergences, energy, tree depth, step size) and the run's record."""
     coords, dims = coords_dims(task_of(model, model_args, model_kwargs))
-    idata = az.from_numpyro(mcmc, coords=coords, dims=dims, log_likelihood=False)
+    idata = az.from_numpyro(mcmc, coords=coords, dims=dims)
     extra = mcmc.get_extra_fields(group_by_chain=True)
-    stats = idata.sample_stats
+    cd = ("chain", "draw")
     if "num_steps" in extra:
-        stats["tree_depth"] = (("chain", "draw"), np.log2(np.asarray(extra["num_steps"]) + 1.0))
+        tree_depth = np.log2(np.asarray(extra["num_steps"]) + 1.0)
+        az.set_variable(idata, "sample_stats", "tree_depth", cd, tree_depth)
     if "adapt_state.step_size" in extra:
-        stats["step_size"] = (("chain", "draw"), np.asarray(extra["adapt_state.step_size"]))
+        step = np.asarray(extra["adapt_state.step_size"])
+        az.set_variable(idata, "sample_stats", "step_size", cd, step)
     return finish(idata, record, model, model_args, model_kwargs)
 
 
 def from_draws(posterior, sample_stats, record, model, model_args, model_kwargs):
-    """InferenceData of draws given as arrays with leading (chain, draw) axes (SMC)."""
+    """The result of draws given as arrays with leading (chain, draw) axes (SMC)."""
     posterior = {k: np.asarray(v) for k, v in posterior.items()}
     coords, dims = coords_dims(task_of(model, model_args, model_kwargs), posterior)
-    idata = az.from_dict(
-        posterior=posterior,
-        sample_stats={k: np.asarray(v) for k, v in sample_stats.items()},
-        coords=coords,
-        dims=dims,
-    )
+    stats = {k: np.asarray(v) for k, v in sample_stats.items()}
+    idata = az.from_dict({"posterior": posterior, "sample_stats": stats}, coords=coords, dims=dims)
     return finish(idata, record, model, model_args, model_kwargs)

@@ -391,13 +391,11 @@ def run_sgld(
     )
     idata = from_mcmc(mcmc, record, model, model_args, model_kwargs)
     extra = mcmc.get_extra_fields(group_by_chain=True)
-    idata.sample_stats["potential_energy"] = (
-        ("chain", "draw"),
-        np.asarray(extra["potential_energy"]),
-    )
+    potential = np.asarray(extra["potential_energy"])
+    az.set_variable(idata, "sample_stats", "potential_energy", ("chain", "draw"), potential)
     dims = None if tokens is None else {"y": ["sequence"]}
     loglik = _log_likelihood(mcmc, model_args, model_kwargs, dims)
     if loglik is not None:
         loglik.attrs.update(idata.posterior.attrs)
-        idata.add_groups(log_likelihood=loglik)
+        az.set_group(idata, "log_likelihood", loglik)
     return idata

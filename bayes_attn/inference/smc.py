@@ -669,7 +669,7 @@ def run_smc(
         warnings.warn(f"run_smc: {problem}", SMCWarning, stacklevel=2)
     record = RunRecord("smc", seed, opts.num_runs, 0, opts.num_particles, settings=key_attrs)
     idata = from_draws(draws, {"lp": lp, "eve": eve}, record, model, model_args, model_kwargs)
-    for group in idata.groups():
+    for group in az.groups(idata):
         idata[group].attrs.update(attrs)
     return idata
 

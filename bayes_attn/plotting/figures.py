@@ -18,12 +18,12 @@ import logging
 import math
 from pathlib import Path
 
-import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
 import bayes_attn
+from bayes_attn import _arviz as az
 from bayes_attn import algebra, theory
 from bayes_attn.experiments.sweep import SweepConfig, run_sweep
 from bayes_attn.plotting import plots

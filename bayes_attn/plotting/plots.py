@@ -215,7 +215,8 @@ def order_parameter_transition(
 
 
 def posteriors_across(idatas, var_names=None, ref_vals=None):
-    """``az.plot_posterior`` of the order parameters at several P, one row per activation.
+    """``az.plot_posterior`` of the order parameters at several P, one row per activation (under
+    ArviZ 1.x the same panels, drawn by :func:`bayes_attn._arviz.plot_posterior`).
 
     Parameters
     ----------
@@ -226,7 +227,7 @@ def posteriors_across(idatas, var_names=None, ref_vals=None):
     ref_vals : dict, optional
         activation -> list of reference values (the theory's saddles), one per column.
     """
-    import arviz as az
+    from bayes_attn import _arviz as az
 
     acts = list(idatas)
     ncols = max(len(v) for v in idatas.values())
@@ -241,15 +242,9 @@ def posteriors_across(idatas, var_names=None, ref_vals=None):
         var = (var_names or {}).get(act, _order_names(act)[1])
         for c, (label, idata) in enumerate(idatas[act]):
             ref = None if ref_vals is None else ref_vals[act][c]
-            az.plot_posterior(
-                idata,
-                var_names=[var],
-                ax=axes[r, c],
-                ref_val=ref,
-                hdi_prob=0.94,
-                textsize=8,
-                round_to=3,
-            )
+            kw = {"textsize": 8} if az.major() < 1 else {}
+            az.plot_posterior(idata, var_names=[var], ax=axes[r, c], ref_val=ref, hdi_prob=0.94,
+                              round_to=3, **kw)  # fmt: skip
             axes[r, c].set_title(f"{act}: {_LATEX[var]}, {label}", fontsize=9)
         for c in range(len(idatas[act]), ncols):
             axes[r, c].set_visible(False)
@@ -516,22 +511,15 @@ def _label(name: str) -> str:
 
 
 def trace(idata, var_names):
-    """``az.plot_trace`` with the run in the title and every axis labelled."""
-    import arviz as az
+    """``az.plot_trace`` (``plot_trace_dist`` under ArviZ 1.x) with the run in the title and every
+    axis labelled."""
+    from bayes_attn import _arviz as az
 
     n = len(var_names)
-    axes = az.plot_trace(
-        idata,
-        var_names=var_names,
-        figsize=(9, 2.3 * n + 0.6),
-        backend_kwargs={"layout": "constrained"},
-        compact=True,
-    )
-    axes = np.atleast_2d(axes)
+    fig, axes = az.plot_trace(idata, var_names=var_names, figsize=(9, 2.3 * n + 0.6))
     for row, var in zip(axes, var_names, strict=False):
         row[0].set(xlabel=_label(var), ylabel="density", title=f"{_label(var)}: posterior")
         row[1].set(xlabel="draw", ylabel=_label(var), title=f"{_label(var)}: trace per chain")
-    fig = axes[0, 0].figure
     fig.suptitle(run_title(idata.posterior.attrs) or "trace")
     return fig
 

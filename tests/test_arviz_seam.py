@@ -1,0 +1,95 @@
+"""The one seam between ArviZ 0.23 (InferenceData) and ArviZ 1.x (xarray.DataTree): the same
+groups, variable and dimension names and attrs under whichever is installed (``make test`` runs it
+on the oldest stack, ``make test-latest`` on the newest)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import jax  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import bayes_attn as ba  # noqa: E402
+from bayes_attn import _arviz as az  # noqa: E402
+from bayes_attn.inference import run_nuts, run_sgld, run_smc  # noqa: E402
+from bayes_attn.models import kernel_limit_model, order_param_model  # noqa: E402
+
+TASK, HYPER = ba.CopyTask.paper(), ba.Hyper.paper()
+KIND = "DataTree" if az.major() >= 1 else "InferenceData"
+
+
+def _draws(seed=0):
+    rng = np.random.default_rng(seed)
+    return {"c1": rng.normal(size=(2, 50)), "M": rng.normal(size=(2, 50, 3, 3))}
+
+
+def test_groups_edit_and_round_trip(tmp_path):
+    r = az.from_dict({"posterior": _draws(), "sample_stats": {"lp": np.zeros((2, 50))}},
+                     dims={"M": ["row", "col"]})  # fmt: skip
+    assert type(r).__name__ == KIND
+    assert az.groups(r) == ["posterior", "sample_stats"]
+    assert r.posterior["M"].dims == ("chain", "draw", "row", "col")
+    import xarray as xr
+
+    az.set_group(r, "observed_data", xr.Dataset({"tokens": (("sequence", "position"),
+                                                           np.zeros((3, 25), int))}))  # fmt: skip
+    assert "observed_data" in az.groups(r)
+    az.set_variable(r, "sample_stats", "tree_depth", ("chain", "draw"), np.ones((2, 50)))
+    for g in az.groups(r):
+        r[g].attrs.update({"level": "reduced", "P": 100.0, "dense": 1})
+    path = tmp_path / "r.nc"
+    az.to_netcdf(r, path)
+    back = az.from_netcdf(path)
+    assert type(back).__name__ == KIND and az.groups(back) == az.groups(r)
+    np.testing.assert_array_equal(back.posterior["M"].values, r.posterior["M"].values)
+    assert back.posterior.attrs["level"] == "reduced" and back.posterior.attrs["P"] == 100.0
+    assert float(back.sample_stats["tree_depth"].sum()) == 100.0
+    assert set(az.dataset(back, "posterior").data_vars) == {"c1", "M"}
+    az.drop_group(back, "observed_data")
+    assert "observed_data" not in az.groups(back)
+
+
+def test_statistics_agree_with_their_definitions():
+    """ESS and MCSE of i.i.d. draws: ESS near the draw count, MCSE near sd / sqrt(n) (within the
+    estimators' own spread, ~20% at 2 x 500 draws); the summary's columns exist."""
+    x = np.random.default_rng(1).normal(size=(2, 500))
+    assert 600 < az.ess(x) < 1500
+    assert az.mcse(x) == pytest.approx(x.std() / np.sqrt(x.size), rel=0.2)
+    assert az.ess(x[0]) > 200  # one chain as a 1-D array
+    s = az.summary(az.from_dict({"posterior": {"a": x}}), var_names=["a"])
+    assert {"mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat"} <= set(s.columns)
+    assert s.loc["a", "mean"] == pytest.approx(x.mean())
+
+
+def test_plots_return_figures():
+    r = az.from_dict({"posterior": _draws()})
+    axes = az.plot_posterior(r, var_names=["c1"])
+    assert axes.ravel()[0].figure is not None
+    fig, ax = plt.subplots()
+    az.plot_posterior(r, var_names=["c1"], ax=ax, ref_val=0.0)
+    fig, axes = az.plot_trace(r, var_names=["c1"])
+    assert axes.shape == (1, 2) and all(a.figure is fig for a in axes.ravel())
+    plt.close("all")
+
+
+def test_every_sampler_returns_the_same_structure():
+    """NUTS, SGLD and SMC results: the same groups, names, dims and record under either ArviZ."""
+    args = (TASK, HYPER, 100.0, "linear")
+    nuts = run_nuts(order_param_model, model_args=args, num_chains=2, num_warmup=50,
+                    num_samples=50, progress_bar=False)  # fmt: skip
+    assert type(nuts).__name__ == KIND
+    assert {"posterior", "sample_stats"} <= set(az.groups(nuts))
+    assert {"c1", "cG"} <= set(nuts.posterior.data_vars)
+    assert {"diverging", "tree_depth", "step_size"} <= set(nuts.sample_stats.data_vars)
+    assert nuts.posterior.attrs["sampler"] == "nuts" and nuts.posterior.attrs["level"] == "reduced"
+    smc = run_smc(order_param_model, model_args=args, num_particles=100, num_runs=2, seed=0)
+    assert {"posterior", "sample_stats"} <= set(az.groups(smc)) and "eve" in smc.sample_stats
+    assert np.isfinite(smc.posterior.attrs["log_evidence"])
+    small = ba.CopyTask(L=4, V=2)
+    tok = small.sample(jax.random.key(0), 20)
+    sgld = run_sgld(kernel_limit_model, model_args=(small, HYPER, tok, "linear"), num_chains=2,
+                    num_warmup=20, num_samples=30, step_size=1e-4, progress_bar=False)  # fmt: skip
+    assert sgld.posterior["M"].dims == ("chain", "draw", "row", "col")
+    assert "tokens" in sgld.observed_data and "potential_energy" in sgld.sample_stats
