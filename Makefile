@@ -21,8 +21,10 @@ test: $(STAMP)
 PYTHON_LATEST ?= $(shell sh .ci/python-latest)
 VENV_LATEST := .venv-latest
 LATEST_TESTS := tests/test_arviz_seam.py tests/test_nuts_reduced.py tests/test_sgld.py \
-	tests/test_smc.py tests/test_cli.py tests/test_provenance.py tests/test_sharding.py \
-	tests/test_distributed.py tests/test_calling.py tests/test_member_nuts.py tests/test_layers.py
+	tests/test_smc.py tests/test_cli.py tests/test_sharding.py tests/test_distributed.py \
+	tests/test_member_nuts.py tests/test_layers.py tests/test_sweep.py \
+	--deselect tests/test_smc.py::test_regression_evidence_at_the_defaults \
+	--deselect tests/test_sweep.py::test_protocol_sweep_equals_run_protocol
 
 test-latest:
 	@test -n "$(PYTHON_LATEST)" || { echo "make test-latest: no Python >= 3.12 found; set PYTHON_LATEST"; exit 2; }
