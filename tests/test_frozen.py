@@ -218,7 +218,6 @@ def test_frozen_posterior_means_match_nuts_on_the_reduced_model():
     member: the held-out aG's mean within 4 combined MCSE. Softmax, P = 60, d = 64, 2 members x
     300 draws against 2 chains x 300; fixed seeds."""
     from bayes_attn import _arviz as az
-
     from bayes_attn.experiments.frozen import _posteriors, member_grams
     from bayes_attn.experiments.protocol import ProtocolConfig, _held_out
     from bayes_attn.inference import run_nuts
