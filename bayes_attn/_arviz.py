@@ -119,10 +119,7 @@ def set_variable(result, group: str, name: str, dims, values) -> None:
 
 def to_netcdf(result, path) -> None:
     """Write a result to NetCDF (h5netcdf, every group)."""
-    if major() >= 1:
-        result.to_netcdf(path, engine="h5netcdf")
-    else:
-        result.to_netcdf(str(path), engine="h5netcdf")
+    result.to_netcdf(str(path), engine="h5netcdf")
 
 
 def from_netcdf(path):
@@ -146,24 +143,25 @@ def summary(result, *, var_names=None, kind: str = "all", round_to="none"):
     return _az().summary(result, var_names=var_names, kind=kind, round_to=round_to)
 
 
-def ess(draws, method: str = "bulk") -> float:
-    """Effective sample size of an array (chain, draw), or (draw,) for one chain."""
+def _array_stat(name: str, draws, method: str) -> float:
+    """ArviZ's ``name`` ("ess" or "mcse") of an array (chain, draw), or (draw,) for one chain."""
     draws = np.atleast_2d(np.asarray(draws, dtype=float))
     if major() >= 1:
         from arviz_stats.base import array_stats
 
-        return float(array_stats.ess(draws, method=method, chain_axis=0, draw_axis=1))
-    return float(_az().ess(draws, method=method))
+        stat = getattr(array_stats, name)
+        return float(stat(draws, method=method, chain_axis=0, draw_axis=1))
+    return float(getattr(_az(), name)(draws, method=method))
+
+
+def ess(draws, method: str = "bulk") -> float:
+    """Effective sample size of an array (chain, draw), or (draw,) for one chain."""
+    return _array_stat("ess", draws, method)
 
 
 def mcse(draws, method: str = "mean") -> float:
     """Monte Carlo standard error of an array (chain, draw), or (draw,) for one chain."""
-    draws = np.atleast_2d(np.asarray(draws, dtype=float))
-    if major() >= 1:
-        from arviz_stats.base import array_stats
-
-        return float(array_stats.mcse(draws, method=method, chain_axis=0, draw_axis=1))
-    return float(_az().mcse(draws, method=method))
+    return _array_stat("mcse", draws, method)
 
 
 # --------------------------------------------------------------------------------------------------

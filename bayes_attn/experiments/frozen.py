@@ -13,8 +13,7 @@ Level-1 computation at every width, d = 10^4 included:
 * optionally its exact posterior means, by NUTS on ``kernel_limit_model(..., gram=g)`` started at
   the MAP: per (activation, P) the first member's Laplace covariance as a dense metric and a short
   dual averaging of the step, then every member's chain with them, the members mapped and split
-  over the local devices
-  (:func:`~bayes_attn.inference.members.member_nuts`).
+  over the local devices (:func:`~bayes_attn.inference.members.member_nuts`).
 
 The datasets and the held-out sequences are the explicit protocol's, so the two line up member by
 member: at the explicit protocol's own width the exact MAP is what Adam should reach.
@@ -100,7 +99,8 @@ def frozen_point(cfg, hyper, i: int, j: int, *, d_model: int, posterior_draws: i
     """One (activation, P) point: every member's exact MAP at width ``d_model`` and, with
     ``posterior_draws`` > 0, its posterior means (NUTS from the MAP with the first member's
     Laplace metric and 30 steps of step-size adaptation, then per member 10 dropped steps and
-    ``posterior_draws`` draws). Returns ``(values, seconds)``; the values are per member unless named ``theory_*``."""
+    ``posterior_draws`` draws). Returns ``(values, seconds)``; the values are per member unless
+    named ``theory_*``."""
     from bayes_attn.analysis.ensembles import classify_minima
 
     task = cfg.task()
@@ -164,8 +164,9 @@ def run_frozen_protocol(
     order parameters, folded for linear; its train loss, action per chi, L-BFGS iterations; whether
     the starts agreed; ``exact_global_min``, the loss filter; with ``posterior_draws`` the posterior
     means and sds ``exact_post_*`` of the held-out order parameters, their smaller effective sample
-    size ``exact_post_ess`` and the mean leapfrog steps per draw ``exact_post_leapfrogs``) and (activation, P) for ``theory_*`` (Level 2). The attrs hold
-    the settings, the width and the run's record.
+    size ``exact_post_ess`` and the mean leapfrog steps per draw ``exact_post_leapfrogs``) and
+    (activation, P) for ``theory_*`` (Level 2). The attrs hold the settings, the width and the
+    run's record.
     """
     hyper = hyper or Hyper.paper()
     d_model = check_int("d_model", d_model, 1)

@@ -1,9 +1,9 @@
 """ArviZ conversion for every sampler: one table of dimension names, one way to stamp the record.
 
 Every sampler's result is an ``arviz.InferenceData`` (an ``xarray.DataTree`` under ArviZ 1.x, with
-the same groups, names and attrs; :mod:`bayes_attn._arviz` is the seam) whose variables carry the dims below, whose
-``observed_data`` holds the tokens (when the model was given a dataset) and whose groups all carry
-the run's record (:mod:`bayes_attn.inference.record`).
+the same groups, names and attrs; :mod:`bayes_attn._arviz` is the seam) whose variables carry the
+dims below, whose ``observed_data`` holds the tokens (when the model was given a dataset) and
+whose groups all carry the run's record (:mod:`bayes_attn.inference.record`).
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ def finish(idata, record: RunRecord, model, model_args, model_kwargs):
 
 
 def from_mcmc(mcmc, record: RunRecord, model, model_args, model_kwargs):
-    """The result (InferenceData, or DataTree under ArviZ 1.x) of a NumPyro ``MCMC`` run (NUTS, SGLD), with named dims, the sample stats
-    (divergences, energy, tree depth, step size) and the run's record."""
+    """The result (InferenceData, or DataTree under ArviZ 1.x) of a NumPyro ``MCMC`` run (NUTS,
+    SGLD), with named dims, the sample stats (divergences, energy, tree depth, step size) and the
+    run's record."""
     coords, dims = coords_dims(task_of(model, model_args, model_kwargs))
     idata = az.from_numpyro(mcmc, coords=coords, dims=dims)
     extra = mcmc.get_extra_fields(group_by_chain=True)

@@ -10,7 +10,8 @@ stage (:mod:`bayes_attn.experiments.protocol`) and the hysteresis sweep both run
 :func:`member_nuts` is NUTS (BlackJAX) for an ensemble of posteriors that differ only in their data:
 the first member's Laplace covariance is the (dense) metric and a short dual averaging on it sets the
 step, and every member's chain then runs with them, the members mapped (and split over the local
-devices) in one jitted program. The exact frozen-embedding protocol (:mod:`bayes_attn.experiments.frozen`) runs it.
+devices) in one jitted program. The exact frozen-embedding protocol
+(:mod:`bayes_attn.experiments.frozen`) runs it.
 """
 
 from __future__ import annotations
