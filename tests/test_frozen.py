@@ -13,6 +13,7 @@ import bayes_attn as ba
 from bayes_attn import algebra
 from bayes_attn.models import init_params, kernel_limit_model
 from bayes_attn.models.network import forward, neg_log_posterior
+from bayes_attn.theory.action import evidence_exact
 from bayes_attn.theory.level1 import level1_action, level1_map
 
 TASK, HYPER = ba.CopyTask.paper(), ba.Hyper.paper()
@@ -73,6 +74,48 @@ def test_profiled_network_objective_is_the_level1_action(d, activation):
     outside = float(jnp.sum(p["W_G"] ** 2) - jnp.sum(M**2)) / (2 * HYPER.g_w)
     s = float(level1_action(M, tok, TASK, HYPER, activation, gram=g))
     assert float(U_net) == pytest.approx(s + outside, rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [12, 32])
+@pytest.mark.parametrize("activation", ["linear", "softmax"])
+def test_integrating_w_o_out_leaves_the_level1_log_joint_plus_a_constant(d, activation):
+    """Integrating W_O out of the network's likelihood by brute force (a dense Gaussian over every
+    token of one output column, the design read off the forward by autodiff) gives the whitened
+    Level-1 factor -chi s - logdet plus -(V P L / 2) log(2 pi sigma^2 / chi), the same constant at
+    every W_G; and the W_G prior splits into the prior of M = U^T W_G U and the part outside the
+    span. So each basin's network evidence is Level 1's times one constant, and Delta F is the same
+    at both levels (docs/theory.md, "Frozen embeddings at any width")."""
+    tok = TASK.sample(jax.random.key(5), 6)
+    P, L, V = tok.shape[0], TASK.L, TASK.V
+    chi, s2 = HYPER.chi, HYPER.sigma2
+    y = np.asarray(algebra.targets(tok, V)).reshape(-1, V)
+    const = -0.5 * V * P * L * np.log(2 * np.pi * s2 / chi)
+    offsets = []
+    for seed in (1, 2):
+        p = _network(d, seed=seed, scale=10.0)
+        frozen = {"W_emb": p["W_emb"], "p": p["p"]}
+
+        def f_of(W_O, p=p, frozen=frozen):
+            return forward({**frozen, "W_G": p["W_G"], "W_O": W_O}, tok, activation)[0]
+
+        H = np.asarray(jax.jacobian(f_of)(jnp.zeros((V, d)))).reshape(P * L, V, V, d)
+        var_o = HYPER.g_o / (chi * d)
+        log_marg = 0.0
+        for v in range(V):
+            Hv = H[:, v, v, :]  # output column v depends on row v of W_O only
+            C = s2 / chi * np.eye(P * L) + var_o * Hv @ Hv.T
+            _, logdet = np.linalg.slogdet(2 * np.pi * C)
+            log_marg += -0.5 * y[:, v] @ np.linalg.solve(C, y[:, v]) - 0.5 * logdet
+        U = algebra.span_basis(p["W_emb"], p["p"])
+        M = U.T @ p["W_G"] @ U
+        R = algebra.gram_factor(algebra.embedding_gram(p["W_emb"], p["p"]))
+        A = algebra.attention(algebra.logits_from_M(M, tok, V, R), activation)
+        s_data, logdet = evidence_exact(A, tok, V, s2, HYPER.g_o, R)
+        offsets.append(log_marg - float(-chi * s_data - logdet))
+        # the prior: |W_G|^2 = |M|^2 + |outside|^2, so the densities split (Jacobian 1)
+        outside = float(jnp.sum(p["W_G"] ** 2) - jnp.sum(M**2))
+        assert outside >= -1e-9 * float(jnp.sum(p["W_G"] ** 2))
+    np.testing.assert_allclose(offsets, const, rtol=1e-9)
 
 
 @pytest.mark.parametrize("activation", ["linear", "softmax"])

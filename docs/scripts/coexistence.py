@@ -16,11 +16,13 @@ fewer sequences, which makes Level 1 (a 900-dimensional M) affordable. One neste
    per-basin SMC evidences (3 runs x 500 particles) against the exact quadrature of ``modes``, at
    the weight crossing and at P = 1200 x 30 / 131.8 (the P = 1200 of the earlier sigma2 = 131.8).
 
-Run: ``.venv/bin/python docs/scripts/coexistence.py [level2|modes|smc|occupancy]...`` (all but
-level2 by default). ``level2`` takes under a minute; ``smc`` took 22 min in all with the earlier
-SMC defaults (4 fixed moves per step, target ESS 0.5) and would take hours on two shared cores at
-the current ones (moves until decorrelated, target ESS 0.9), so its table in docs/validation.md is
-from the earlier defaults.
+Run: ``.venv/bin/python docs/scripts/coexistence.py [level2|modes|smc|occupancy|LEVEL:P]...`` (all
+but level2 by default). ``level2`` takes under a minute. ``smc`` runs the three rows of part 2 one
+after the other; ``kernel:42``, ``network:42`` or ``kernel:43`` runs that row alone, so that rows
+can run side by side (``taskset -c 0 ... kernel:42 & taskset -c 1 ... kernel:43``). Each row is
+written to ``$COEXISTENCE_OUT/smc_<level>_P<P>.nc`` (default ``docs/figures/coexistence``) with the
+SMC settings, the command and the wall time in its attrs. At the current SMC defaults a Level-1
+row takes tens of minutes on one core (docs/validation.md).
 """
 
 import sys
@@ -103,15 +105,37 @@ if "modes" in parts:
         dU = U_s - U_w if abs(a_s - a_w) > 1e-3 else float("nan")
         print(f"| {P} | {l2} | {dF:.2f} | {a_w:.3f}, {a_s:.3f} | {dU:.2f} |", flush=True)
 
+ROWS = [("kernel", 42), ("network", 42), ("kernel", 43)]
+picked = [tuple(a.split(":")) for a in parts if ":" in a]  # e.g. kernel:42 runs that row only
+if picked:
+    parts = [*parts, "smc"]
 if "smc" in parts:
+    import os
+    import platform
+
+    from bayes_attn.inference import smc as smc_module
+    from bayes_attn.io import write_atomic
+
+    defaults = {  # run_smc's move and schedule defaults, which basin_evidence inherits
+        k: v.default
+        for k, v in __import__("inspect").signature(smc_module.run_smc).parameters.items()
+        if k in ("num_mcmc_steps", "max_mcmc_steps", "mixing_target", "target_ess",
+                 "num_integration_steps", "kernel")
+    }  # fmt: skip
+    out_dir = os.environ.get("COEXISTENCE_OUT", "docs/figures/coexistence")
+    os.makedirs(out_dir, exist_ok=True)
     print(
         "| level | P | aG weak, strong | log Z weak (Laplace, SMC) | log Z strong (Laplace, SMC) "
         "| tempering steps | Delta F SMC | Delta F Laplace | Delta F Level 2 | time |"
     )
-    runs = [("kernel", 42, {}), ("network", 42, {"embeddings": emb}), ("kernel", 43, {})]
-    for level, P, kw in runs:
+    rows = [(lv, int(P)) for lv, P in picked] if picked else ROWS
+    for level, P in rows:
+        if (level, P) not in ROWS:
+            raise SystemExit(f"row: {level}:{P} is not one of {ROWS}")
+        kw = {"embeddings": emb} if level == "network" else {}
         t = time.perf_counter()
         ds = phase_free_energies(task, hyper, pool[:P], level, replicates=2, **kw)
+        wall = time.perf_counter() - t
         w, s = ds.sel(phase="weak"), ds.sel(phase="strong")
         print(
             f"| {level} | {P} | {float(w.aG):.3f}, {float(s.aG):.3f} "
@@ -119,9 +143,22 @@ if "smc" in parts:
             f"| {float(s.log_Z_laplace):.2f}, {float(s.log_Z_smc):.2f} ± {float(s.log_Z_smc_se):.2f} "
             f"| {float(w.tempering_steps):.1f}, {float(s.tempering_steps):.1f} "
             f"| {float(ds.delta_F):.2f} ± {float(ds.delta_F_se):.2f} | {float(ds.delta_F_laplace):.2f} "
-            f"| {float(ds.delta_F_level2):.2f} | {time.perf_counter() - t:.0f} s |",
+            f"| {float(ds.delta_F_level2):.2f} | {wall:.0f} s |",
             flush=True,
         )
+        ds.attrs.update(
+            {f"smc_{k}": str(v) if isinstance(v, str) else v for k, v in defaults.items()},
+            dataset="task.sample(jax.random.key(1), 60)[:P]",
+            command=f"python docs/scripts/coexistence.py {level}:{P}",
+            wall_time_s=wall,
+            machine=f"{platform.machine()}, {os.cpu_count()} cpu(s) visible, "
+            f"{len(os.sched_getaffinity(0))} in use",
+            bayes_attn_version=ba.__version__,
+            jax_version=jax.__version__,
+        )
+        path = os.path.join(out_dir, f"smc_{level}_P{P}.nc")
+        write_atomic(ds, path)
+        print(f"wrote {path}", flush=True)
 
 if "occupancy" in parts:
     P = 42
