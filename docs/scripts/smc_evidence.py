@@ -2,12 +2,13 @@
 evidence at its defaults (or at settings given on the command line) against exact values, per seed.
 
 The models and their exact evidences are those of ``tests/test_smc.py``: a 1-D conjugate Gaussian
-(RWM and HMC moves), a Gamma(3) kernel on an improper base, a conjugate Gaussian in 10 dimensions and
-the AR(5) regression (closed form in the coefficients, quadrature in the noise scale). The earlier
+(RWM and HMC moves), a Gamma(3) kernel on an improper base, a conjugate Gaussian in 10 dimensions,
+the AR(5) regression (closed form in the coefficients, quadrature in the noise scale) and a
+150-coefficient Gaussian regression with HMC moves (``wide``). The earlier
 column of the table came from the same script run against the code before issue 18 (``git archive``
 of its commit, with ``TESTS`` pointing at that tree's ``tests/``).
 
-Run: ``.venv/bin/python docs/scripts/smc_evidence.py [g1rwm g1hmc gamma g10 ar5] [key=value ...]``;
+Run: ``.venv/bin/python docs/scripts/smc_evidence.py [g1rwm g1hmc gamma g10 ar5 wide] [key=value ...]``;
 ``key=value`` pairs go to ``run_smc`` (e.g. ``mixing_target=0.1 target_ess=0.5
 num_particles=2000``), ``seeds=N`` sets the number of seeds (default 4).
 """
@@ -40,7 +41,7 @@ def _value(v):
 args = [a for a in sys.argv[1:] if "=" not in a]
 kw = {k: _value(v) for k, v in (a.split("=", 1) for a in sys.argv[1:] if "=" in a)}
 seeds = range(kw.pop("seeds", 4))
-which = args or ["g1rwm", "g1hmc", "gamma", "g10", "ar5"]
+which = args or ["g1rwm", "g1hmc", "gamma", "g10", "ar5", "wide"]
 warnings.simplefilter("ignore")
 
 
@@ -76,3 +77,6 @@ if "g10" in which:
 if "ar5" in which:
     X, y = T._ar5_data()
     run("ar5", T.regression_model, (jnp.asarray(X), jnp.asarray(y)), T._regression_log_z(X, y))
+if "wide" in which:
+    X, y, tau, sigma, exact = T._wide_regression()
+    run("wide150", T.wide_regression_model, (jnp.asarray(X), jnp.asarray(y), tau, sigma), exact)
