@@ -111,23 +111,11 @@ if picked:
     parts = [*parts, "smc"]
 if "smc" in parts:
     import os
-    import platform
 
-    from bayes_attn.inference import smc as smc_module
-    from bayes_attn.io import write_atomic
+    from _free_energy import HEADER, table_row, write_row
 
-    defaults = {  # run_smc's move and schedule defaults, which basin_evidence inherits
-        k: v.default
-        for k, v in __import__("inspect").signature(smc_module.run_smc).parameters.items()
-        if k in ("num_mcmc_steps", "max_mcmc_steps", "mixing_target", "target_ess",
-                 "num_integration_steps", "kernel")
-    }  # fmt: skip
     out_dir = os.environ.get("COEXISTENCE_OUT", "docs/figures/coexistence")
-    os.makedirs(out_dir, exist_ok=True)
-    print(
-        "| level | P | aG weak, strong | log Z weak (Laplace, SMC) | log Z strong (Laplace, SMC) "
-        "| tempering steps | Delta F SMC | Delta F Laplace | Delta F Level 2 | time |"
-    )
+    print(HEADER)
     rows = [(lv, int(P)) for lv, P in picked] if picked else ROWS
     for level, P in rows:
         if (level, P) not in ROWS:
@@ -136,29 +124,14 @@ if "smc" in parts:
         t = time.perf_counter()
         ds = phase_free_energies(task, hyper, pool[:P], level, replicates=2, **kw)
         wall = time.perf_counter() - t
-        w, s = ds.sel(phase="weak"), ds.sel(phase="strong")
-        print(
-            f"| {level} | {P} | {float(w.aG):.3f}, {float(s.aG):.3f} "
-            f"| {float(w.log_Z_laplace):.2f}, {float(w.log_Z_smc):.2f} ± {float(w.log_Z_smc_se):.2f} "
-            f"| {float(s.log_Z_laplace):.2f}, {float(s.log_Z_smc):.2f} ± {float(s.log_Z_smc_se):.2f} "
-            f"| {float(w.tempering_steps):.1f}, {float(s.tempering_steps):.1f} "
-            f"| {float(ds.delta_F):.2f} ± {float(ds.delta_F_se):.2f} | {float(ds.delta_F_laplace):.2f} "
-            f"| {float(ds.delta_F_level2):.2f} | {wall:.0f} s |",
-            flush=True,
-        )
-        ds.attrs.update(
-            {f"smc_{k}": str(v) if isinstance(v, str) else v for k, v in defaults.items()},
+        print(table_row(f"{level}, P = {P}", ds, wall), flush=True)
+        write_row(
+            ds,
+            os.path.join(out_dir, f"smc_{level}_P{P}.nc"),
             dataset="task.sample(jax.random.key(1), 60)[:P]",
             command=f"python docs/scripts/coexistence.py {level}:{P}",
-            wall_time_s=wall,
-            machine=f"{platform.machine()}, {os.cpu_count()} cpu(s) visible, "
-            f"{len(os.sched_getaffinity(0))} in use",
-            bayes_attn_version=ba.__version__,
-            jax_version=jax.__version__,
+            wall=wall,
         )
-        path = os.path.join(out_dir, f"smc_{level}_P{P}.nc")
-        write_atomic(ds, path)
-        print(f"wrote {path}", flush=True)
 
 if "occupancy" in parts:
     P = 42
