@@ -10,7 +10,7 @@ from numpyro.distributions import biject_to
 
 import bayes_attn as ba
 from bayes_attn.inference import adam_keys, run_nuts, run_sgld, run_smc, train_adam
-from bayes_attn.inference._call import unconstrained_init
+from bayes_attn.inference.potential import unconstrained_init
 from bayes_attn.models import network_model, order_param_model
 from bayes_attn.models.order_params import softmax_support
 

@@ -56,7 +56,8 @@ from bayes_attn import _arviz as az
 from bayes_attn.analysis import diagnose
 from bayes_attn.analysis.phases import phase_boundary, phase_occupancy
 from bayes_attn.inference import run_nuts
-from bayes_attn.inference.smc import SMCWarning, run_smc, split_log_density, tempering_steps
+from bayes_attn.inference.potential import split_log_density
+from bayes_attn.inference.smc import SMCWarning, run_smc, tempering_steps
 from bayes_attn.models import kernel_limit_model, network_model, order_param_model
 from bayes_attn.theory.modes import phase_weights, weight_crossing
 

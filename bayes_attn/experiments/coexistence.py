@@ -142,7 +142,7 @@ def level_modes(task, hyper, tokens, level: str = "kernel", *, embeddings=None, 
     this level's own divide between the phases, or nan if both starts reach the same mode. (The
     Level-2 divide does not serve at Level 1 on a dataset: its phases sit at other P.)
     """
-    from bayes_attn.inference.basins import _constrained_sites, find_mode
+    from bayes_attn.inference.potential import find_mode
 
     _check_level(level)
     P = _size(tokens, level)
@@ -150,19 +150,20 @@ def level_modes(task, hyper, tokens, level: str = "kernel", *, embeddings=None, 
     starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
     found, flat = {}, {}
     for phase in PHASES:
-        x, U, unravel, potential, _ = find_mode(model, *args, start=starts[phase], **kwargs)
-        sites = _constrained_sites(model, args, kwargs, unravel(jnp.asarray(x)))
+        mode = find_mode(model, start=starts[phase], model_args=args, model_kwargs=kwargs)
+        sites = mode.sites()
         latent = {n: sites[n] for n in starts[phase]}
-        found[phase] = {"start": latent, "aG": float(sites["aG"]), "U": U}
-        flat[phase] = x
+        found[phase] = {"start": latent, "aG": float(sites["aG"]), "U": mode.U}
+        flat[phase] = mode.x
+    pot = mode.potential
     if abs(found["strong"]["aG"] - found["weak"]["aG"]) < 1e-3 * max(1.0, found["strong"]["aG"]):
         return found, math.nan
     t = np.linspace(0.0, 1.0, 41)
     path = jnp.asarray(flat["weak"])[None] + jnp.asarray(t)[:, None] * jnp.asarray(
         flat["strong"] - flat["weak"]
     )
-    top = path[int(np.argmax(np.asarray(jax.vmap(potential)(path))))]
-    sites = _constrained_sites(model, args, kwargs, unravel(top))
+    top = path[int(np.argmax(np.asarray(jax.vmap(pot.U)(path))))]
+    sites = pot.sites(top)
     return found, float(sites["aG"])
 
 

@@ -12,10 +12,11 @@ from bayes_attn.inference.basins import basin_evidence
 from bayes_attn.inference.convert import from_draws, from_mcmc
 from bayes_attn.inference.memory import estimate_bytes, members_per_group, memory_limit
 from bayes_attn.inference.nuts import run_nuts
+from bayes_attn.inference.potential import find_mode, flat_potential, split_log_density
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.sgld import SGLD, polynomial_decay, run_sgld
 from bayes_attn.inference.sharding import member_mesh, sharded_map
-from bayes_attn.inference.smc import run_smc, split_log_density
+from bayes_attn.inference.smc import run_smc
 from bayes_attn.io import merge_netcdf
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "early_stopping",
     "merge_ensembles",
     "estimate_bytes",
+    "find_mode",
+    "flat_potential",
     "from_draws",
     "from_mcmc",
     "initialize_distributed",

@@ -16,8 +16,6 @@ import warnings
 
 import jax
 import numpy as np
-from numpyro import handlers
-from numpyro.infer.util import get_transforms, transform_fn
 
 from bayes_attn._validation import check_int
 
@@ -53,22 +51,3 @@ def resolve_key(key, seed):
         key = jax.random.wrap_key_data(np.asarray(key, dtype=np.uint32))
     data = np.asarray(jax.random.key_data(key)).astype(np.int64)
     return key, -1, {"key_data": data}
-
-
-def unconstrained_init(model, model_args, model_kwargs, init_params, num_chains):
-    """Constrained initial values (leading chain axis when ``num_chains > 1``) in NumPyro's
-    unconstrained space, as ``MCMC.run(init_params=...)`` expects them for NUTS."""
-    if init_params is None:
-        return None
-    num_chains = check_int("num_chains", num_chains, 1)
-    first = {k: (v[0] if num_chains > 1 else v) for k, v in init_params.items()}
-    try:
-        transforms = get_transforms(handlers.seed(model, 0), model_args, model_kwargs, first)
-    except NotImplementedError:  # a site left out has an improper prior: nothing to draw it from
-        raise ValueError(
-            f"init_params: give a value for every site with an improper prior (got {sorted(first)})"
-        ) from None
-    unknown = set(init_params) - set(transforms)
-    if unknown:
-        raise ValueError(f"init_params: no sample site {sorted(unknown)} in the model")
-    return transform_fn({k: transforms[k] for k in init_params}, dict(init_params), invert=True)

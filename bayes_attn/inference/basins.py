@@ -42,19 +42,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from jax.flatten_util import ravel_pytree
-from numpyro import handlers
-from numpyro.distributions.transforms import biject_to
-from scipy import optimize
 
 from bayes_attn._validation import check_int
-from bayes_attn.inference.smc import run_smc, split_log_density
+from bayes_attn.inference import potential
+from bayes_attn.inference.smc import run_smc
 
 __all__ = ["BasinEvidence", "NoBasin", "basin_evidence", "find_mode"]
 
@@ -108,95 +106,25 @@ class BasinEvidence:
     converged: bool
 
 
-def _flat_potential(model, model_args, model_kwargs):
-    """(U(flat u), unravel, k): NumPyro's potential over the flattened unconstrained space."""
-    split = split_log_density(model, model_args, model_kwargs)
-    u0 = {n: jnp.zeros(s) for n, s in split.shapes.items()}
-    flat0, unravel = ravel_pytree(u0)
-
-    def U(x):
-        with handlers.block():  # hide the inner model's sites from any enclosing model's handlers
-            return -split.log_parts(unravel(x))[1]
-
-    return U, unravel, flat0.size
-
-
-def _unconstrain(model, model_args, model_kwargs, start: dict, shapes) -> dict:
-    """The start (constrained values) in unconstrained space, for every latent site."""
-    tr = handlers.trace(
-        handlers.substitute(handlers.seed(model, rng_seed=0), data=start)
-    ).get_trace(*model_args, **model_kwargs)
-    missing = sorted(set(shapes) - set(start))
-    if missing:
-        raise ValueError(f"start: no value for the latent site(s) {missing}")
-    return {n: biject_to(tr[n]["fn"].support).inv(jnp.asarray(tr[n]["value"])) for n in shapes}
-
-
-def _trace_at(model, model_args, model_kwargs, u: dict):
-    """The model's trace with the latents at unconstrained ``u``, hidden from enclosing handlers."""
-
-    def sub(site):
-        if site["type"] == "sample" and site["name"] in u:
-            return biject_to(site["fn"].support)(u[site["name"]])
-        return None
-
-    with handlers.block():
-        return handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
-            *model_args, **model_kwargs
-        )
-
-
-def _constrained_sites(model, model_args, model_kwargs, u: dict) -> dict:
-    """Every sample and deterministic site's constrained value at unconstrained ``u``."""
-    tr = _trace_at(model, model_args, model_kwargs, u)
-    return {
-        n: np.asarray(s["value"])
-        for n, s in tr.items()
-        if (s["type"] == "deterministic" or (s["type"] == "sample" and not s["is_observed"]))
-    }
-
-
 def find_mode(
     model, *model_args, start: dict, radius: float = 0.1, maxiter: int = 2000, **model_kwargs
 ):
-    """Local minimum of NumPyro's potential from ``start`` (constrained values of the latents).
+    """Deprecated: :func:`bayes_attn.inference.potential.find_mode`, which returns a ``Mode``.
 
-    A trust-region Newton method (scipy ``trust-krylov``, exact Hessian-vector products, float64)
-    whose steps are at most ``radius`` at first and at most 10 ``radius`` later (unconstrained
-    units), so that it descends into the basin that contains the start instead of leaping over
-    a barrier, as a quasi-Newton line search can. Returns ``(u_flat, U_value, unravel, U,
-    converged)``.
+    Returns the old tuple ``(u_flat, U_value, unravel, U, converged)``.
     """
-    U, unravel, k = _flat_potential(model, model_args, model_kwargs)
-    shapes = {n: v.shape for n, v in unravel(jnp.zeros(k)).items()}
-    u0, _ = ravel_pytree(_unconstrain(model, model_args, model_kwargs, start, shapes))
-    fg = jax.jit(jax.value_and_grad(U))
-    hvp = jax.jit(lambda x, v: jax.jvp(jax.grad(U), (x,), (v,))[1])
-
-    def fun(x):
-        v, g = fg(jnp.asarray(x))
-        return float(v), np.asarray(g, dtype=np.float64)
-
-    def hessp(x, v):
-        return np.asarray(hvp(jnp.asarray(x), jnp.asarray(v)), dtype=np.float64)
-
-    x0 = np.asarray(u0, dtype=np.float64)
-    if not np.isfinite(fun(x0)[0]):
-        raise ValueError("start: the log density is not finite there")
-    res = optimize.minimize(
-        fun,
-        x0,
-        jac=True,
-        hessp=hessp,
-        method="trust-krylov",
-        options={
-            "maxiter": maxiter,
-            "gtol": 1e-7,
-            "initial_trust_radius": radius,
-            "max_trust_radius": 10 * radius,
-        },
+    warnings.warn(
+        "bayes_attn.inference.basins.find_mode is deprecated: use "
+        "bayes_attn.inference.potential.find_mode(model, start=..., model_args=..., "
+        "model_kwargs=...), which returns a Mode",
+        DeprecationWarning,
+        stacklevel=2,
     )
-    return res.x, float(res.fun), unravel, U, bool(res.success)
+    m = potential.find_mode(
+        model, start=start, model_args=model_args, model_kwargs=model_kwargs, radius=radius,
+        maxiter=maxiter,
+    )  # fmt: skip
+    return m.x, m.U, m.potential.unravel, m.potential.U, m.converged
 
 
 def _whitened_model(U, phase_var, u_star, C, boundary, side):
@@ -287,7 +215,8 @@ def basin_evidence(
         raise ValueError(f"side must be 'above' or 'below', got {side!r}")
     if (var is None) != (boundary is None) or (boundary is not None and side is None):
         raise ValueError("var, boundary and side must be given together")
-    x, u_val, unravel, U, converged = find_mode(model, *model_args, start=start, **model_kwargs)
+    mode = potential.find_mode(model, start=start, model_args=model_args, model_kwargs=model_kwargs)
+    x, u_val, U, converged, pot = mode.x, mode.U, mode.potential.U, mode.converged, mode.potential
     k = x.size
     H = np.asarray(jax.hessian(U)(jnp.asarray(x)), dtype=np.float64)
     H = 0.5 * (H + H.T)
@@ -300,9 +229,7 @@ def basin_evidence(
     log_Z_laplace = -u_val + 0.5 * k * math.log(2 * math.pi) - 0.5 * float(np.sum(np.log(evals)))
     phase_var, grad_var, value, distance = None, None, math.nan, math.nan
     if var is not None:
-
-        def phase_var(u):
-            return jnp.reshape(_site(model, model_args, model_kwargs, unravel(u), var), ())
+        phase_var = pot.scalar_site(var)
 
         value = float(phase_var(jnp.asarray(x)))
         distance = (value - boundary) * (1.0 if side == "above" else -1.0)
@@ -343,7 +270,7 @@ def basin_evidence(
     mean = float(np.logaddexp.reduce(log_Z) - math.log(replicates))
     se = float(np.std(log_Z, ddof=1) / math.sqrt(replicates)) if replicates > 1 else math.nan
     return BasinEvidence(
-        mode=_constrained_sites(model, model_args, model_kwargs, unravel(jnp.asarray(x))),
+        mode=mode.sites(),
         potential=u_val,
         log_Z_laplace=float(log_Z_laplace),
         log_Z_smc=log_Z,
@@ -354,11 +281,3 @@ def basin_evidence(
         dim=int(k),
         converged=converged,
     )
-
-
-def _site(model, model_args, model_kwargs, u: dict, name: str):
-    """One site's constrained value at unconstrained ``u`` (traceable)."""
-    tr = _trace_at(model, model_args, model_kwargs, u)
-    if name not in tr:
-        raise ValueError(f"var: {name!r} is not a site of the model")
-    return tr[name]["value"]

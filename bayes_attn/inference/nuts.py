@@ -11,8 +11,9 @@ from numpyro.infer import MCMC, NUTS
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int
-from bayes_attn.inference._call import model_call, resolve_key, unconstrained_init
+from bayes_attn.inference._call import model_call, resolve_key
 from bayes_attn.inference.convert import from_mcmc
+from bayes_attn.inference.potential import unconstrained_init
 from bayes_attn.inference.record import RunRecord
 
 

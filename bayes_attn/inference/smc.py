@@ -163,15 +163,14 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro.distributions as dist
 from jax.flatten_util import ravel_pytree
-from numpyro import handlers
-from numpyro.distributions.transforms import biject_to
 from numpyro.infer.util import constrain_fn
 from scipy import stats
 
 from bayes_attn import _arviz as az
+from bayes_attn import _deprecation
 from bayes_attn._validation import check_int, check_positive
+from bayes_attn.inference import potential
 from bayes_attn.inference._call import model_call, resolve_key
 from bayes_attn.inference.convert import from_draws
 from bayes_attn.inference.record import RunRecord
@@ -180,13 +179,19 @@ from bayes_attn.progress import announce, say, seconds_per_call
 __all__ = [
     "MoveInfo",
     "SMCWarning",
-    "SplitDensity",
     "default_min_lineages",
     "run_smc",
     "smc_problems",
-    "split_log_density",
     "tempering_steps",
 ]
+
+__getattr__ = _deprecation.moved(
+    __name__,
+    {
+        "split_log_density": "bayes_attn.inference.potential",
+        "SplitDensity": "bayes_attn.inference.potential",
+    },
+)
 
 
 _RWM_TARGET = 0.3
@@ -197,125 +202,6 @@ _AUTO_RWM_MAX_DIM = 10
 _DENSE_PARTICLES_PER_DIM = 10  # HMC: dense metric when num_particles >= 10 d
 _RUNS_ALPHA = 1e-3  # level of the runs' agreement test
 _FLOOR = -1e100  # stands in for -inf / nan log densities (0 * floor = 0 at lambda = 0)
-
-
-# --------------------------------------------------------------------------------------------------
-# Splitting a NumPyro model into reference and target
-
-
-def _base(fn):
-    """Strip ExpandedDistribution / Independent / MaskedDistribution wrappers."""
-    while hasattr(fn, "base_dist"):
-        fn = fn.base_dist
-    return fn
-
-
-def _is_improper(fn) -> bool:
-    return isinstance(_base(fn), dist.ImproperUniform)
-
-
-def _site_log_prob(site):
-    lp = site["fn"].log_prob(site["value"])
-    if site["scale"] is not None:
-        lp = site["scale"] * lp
-    return jnp.sum(lp)
-
-
-class SplitDensity(NamedTuple):
-    """The reference / target split that :func:`run_smc` tempers along (:func:`split_log_density`).
-
-    Attributes
-    ----------
-    log_parts : callable
-        ``log_parts(u) -> (log_ref, log_joint)`` for a dict ``u`` of unconstrained values.
-        ``log_joint`` is minus NumPyro's potential energy; ``log_ref`` is the normalised reference
-        (proper priors in unconstrained space, ``Normal(reference_loc, reference_scale)`` for
-        improper sites).
-    draw_reference : callable
-        ``draw_reference(key) -> u``: one draw from the reference (prior draws of proper sites,
-        the Normal for improper ones), in unconstrained space.
-    shapes : dict
-        Latent site name -> shape of its unconstrained value.
-    improper : tuple of str
-        The latent sites with an improper base distribution.
-    """
-
-    log_parts: Callable
-    draw_reference: Callable
-    shapes: dict
-    improper: tuple
-
-
-def split_log_density(
-    model, model_args=(), model_kwargs=None, *, reference_loc=0.0, reference_scale=10.0
-) -> SplitDensity:
-    """Split ``model``'s log joint (unconstrained space) into a normalised reference and the rest.
-
-    Latent sites are the sample sites that are not observed; observed sites and ``numpyro.factor``
-    sites are likelihood. The model is only traced abstractly here (``jax.eval_shape``), so this
-    costs no model evaluation.
-    """
-    model_args = tuple(model_args)
-    model_kwargs = dict(model_kwargs or {})
-    ref = dist.Normal(reference_loc, reference_scale)
-    found: dict = {}
-
-    def draw_reference(key):
-        u = {}
-
-        def sub(site):
-            if site["type"] != "sample" or site["is_observed"]:
-                return None
-            name = site["name"]
-            improper = _is_improper(site["fn"])
-            found[name] = improper
-            if not improper:  # sample the prior, unconstrain below
-                return None
-            t = biject_to(site["fn"].support)
-            u[name] = ref.sample(site["kwargs"]["rng_key"], t.inverse_shape(site["fn"].shape()))
-            return t(u[name])
-
-        tr = handlers.trace(
-            handlers.substitute(handlers.seed(model, rng_seed=key), substitute_fn=sub)
-        ).get_trace(*model_args, **model_kwargs)
-        for name, site in tr.items():
-            if name in found and name not in u:
-                u[name] = biject_to(site["fn"].support).inv(site["value"])
-        return u
-
-    shapes = jax.tree.map(lambda a: a.shape, jax.eval_shape(draw_reference, jax.random.key(0)))
-    improper = tuple(sorted(n for n, flag in found.items() if flag))
-
-    def log_parts(u):
-        jac = {}
-
-        def sub(site):
-            name = site["name"]
-            if site["type"] == "sample" and name in u:
-                t = biject_to(site["fn"].support)
-                x = u[name]
-                v = t(x)
-                ld = jnp.sum(t.log_abs_det_jacobian(x, v))
-                jac[name] = ld if site["scale"] is None else site["scale"] * ld
-                return v
-            return None
-
-        tr = handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
-            *model_args, **model_kwargs
-        )
-        log_ref = jnp.zeros(())
-        log_joint = jnp.zeros(())
-        for name, site in tr.items():
-            if site["type"] != "sample":
-                continue
-            lp = _site_log_prob(site)
-            if name in u:
-                lp = lp + jac[name]
-                log_ref = log_ref + (jnp.sum(ref.log_prob(u[name])) if name in improper else lp)
-            log_joint = log_joint + lp
-        return log_ref, log_joint
-
-    return SplitDensity(log_parts, draw_reference, shapes, improper)
 
 
 def _map(fn, xs, batch_size):
@@ -642,7 +528,7 @@ def run_smc(
     reference_scale = check_positive("reference_scale", reference_scale)
     t_start = time.perf_counter()
 
-    split = split_log_density(
+    split = potential.split_log_density(
         model,
         model_args,
         model_kwargs,
@@ -760,7 +646,7 @@ class _Program(NamedTuple):
     advance: Callable  # (keys, state, eve, force) -> (state, eve, record)
 
 
-def _program(split: SplitDensity, unravel, dim: int, opts: _Options) -> _Program:
+def _program(split: potential.SplitDensity, unravel, dim: int, opts: _Options) -> _Program:
     """BlackJAX's adaptive tempered SMC with tuned inner moves, vectorised over the runs.
 
     The moves' parameters come from the weighted particle cloud (its covariance, or diagonal, as

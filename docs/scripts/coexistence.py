@@ -29,7 +29,6 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 
 import bayes_attn as ba
 from bayes_attn.experiments.coexistence import (
@@ -39,7 +38,7 @@ from bayes_attn.experiments.coexistence import (
     start_occupancy,
 )
 from bayes_attn.experiments.hysteresis import orthonormal_start
-from bayes_attn.inference.basins import find_mode
+from bayes_attn.inference.potential import find_mode
 from bayes_attn.models import kernel_limit_model
 from bayes_attn.theory import modes, phase_boundaries
 
@@ -76,15 +75,12 @@ if "level2" in parts:
 
 def level1_modes(P):
     """aG and potential at the Level-1 modes reached from the uniform and the copy start."""
-    from bayes_attn.inference.basins import _constrained_sites
-
     tok = pool[:P]
     args = (task, hyper, tok, "softmax")
     out = []
     for phase, start in phase_starts(task, hyper, P, "kernel").items():
-        x, U, unravel, _, _ = find_mode(kernel_limit_model, *args, start=start)
-        s = _constrained_sites(kernel_limit_model, args, {}, unravel(jnp.asarray(x)))
-        out.append((phase, float(s["aG"]), U))
+        mode = find_mode(kernel_limit_model, start=start, model_args=args)
+        out.append((phase, float(mode.sites()["aG"]), mode.U))
     return out
 
 

@@ -1,0 +1,437 @@
+"""The NumPyro bridge: a model and its arguments as a flat potential, its sites, and its modes.
+
+Every sampler and measurement of the package that works on a model's density, rather than through
+NumPyro's ``MCMC``, goes through this module (as NumPyro's own kernels go through
+``numpyro.infer.util``): tempered SMC (:mod:`bayes_attn.inference.smc`), the basin evidence
+(:mod:`bayes_attn.inference.basins`), NUTS's constrained initial values
+(:mod:`bayes_attn.inference.nuts`), the coexistence experiments, umbrella sampling and the local
+learning coefficient.
+
+The space is NumPyro's unconstrained space: every latent site (a sample site that is not observed)
+pushed through ``biject_to(support)``, flattened into one vector in the order of
+``jax.flatten_util.ravel_pytree`` (sites sorted by name). The potential is NumPyro's potential
+energy, minus the log joint there (log-Jacobians included), so ``exp(-U)`` integrates to the
+model's evidence in any parameterisation.
+
+* :func:`flat_potential` -> :class:`Potential`: ``U(x)``, ``unravel``, ``ravel``, the
+  unconstrained value of a constrained start (:meth:`Potential.unconstrain`), every latent and
+  deterministic site at a point (:meth:`Potential.sites`) and one site, traceable
+  (:meth:`Potential.site`; a collective variable for umbrella sampling, the phase variable of a
+  basin).
+* :func:`split_log_density`: the same log joint split into a normalised reference and the rest,
+  the path tempered SMC runs along.
+* :func:`find_mode`: a local minimum of ``U`` from a start inside its basin (trust-region Newton).
+* :func:`hessian`: ``U``'s Hessian at a point, dense, by Hessian-vector products in chunks.
+* :func:`unconstrained_init`: constrained initial values in the form ``MCMC.run`` expects.
+
+Every function here hides the model's sites from enclosing handlers (``handlers.block``), so a
+potential can be evaluated inside another NumPyro model (the whitened basin model, an umbrella
+window).
+
+References
+----------
+NumPyro, ``numpyro/infer/util.py`` (``potential_energy``, ``transform_fn``, ``constrain_fn``),
+the pattern followed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+from jax.flatten_util import ravel_pytree
+from numpyro import handlers
+from numpyro.distributions.transforms import biject_to
+from numpyro.infer.util import get_transforms, transform_fn
+
+from bayes_attn._validation import check_int, check_positive
+
+__all__ = [
+    "Mode",
+    "Potential",
+    "SplitDensity",
+    "find_mode",
+    "flat_potential",
+    "hessian",
+    "split_log_density",
+    "unconstrained_init",
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# Site helpers
+
+
+def _base(fn):
+    """Strip ExpandedDistribution / Independent / MaskedDistribution wrappers."""
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    return fn
+
+
+def _is_improper(fn) -> bool:
+    return isinstance(_base(fn), dist.ImproperUniform)
+
+
+def _site_log_prob(site):
+    lp = site["fn"].log_prob(site["value"])
+    if site["scale"] is not None:
+        lp = site["scale"] * lp
+    return jnp.sum(lp)
+
+
+def _is_latent(site) -> bool:
+    return site["type"] == "sample" and not site["is_observed"]
+
+
+def _trace_at(model, model_args, model_kwargs, u: dict):
+    """The model's trace with the latents at unconstrained ``u``, hidden from enclosing handlers."""
+
+    def sub(site):
+        if site["type"] == "sample" and site["name"] in u:
+            return biject_to(site["fn"].support)(u[site["name"]])
+        return None
+
+    with handlers.block():
+        return handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
+            *model_args, **model_kwargs
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# The reference / target split (tempered SMC's path)
+
+
+class SplitDensity(NamedTuple):
+    """The reference / target split that tempered SMC runs along (:func:`split_log_density`).
+
+    Attributes
+    ----------
+    log_parts : callable
+        ``log_parts(u) -> (log_ref, log_joint)`` for a dict ``u`` of unconstrained values.
+        ``log_joint`` is minus NumPyro's potential energy; ``log_ref`` is the normalised reference
+        (proper priors in unconstrained space, ``Normal(reference_loc, reference_scale)`` for
+        improper sites).
+    draw_reference : callable
+        ``draw_reference(key) -> u``: one draw from the reference (prior draws of proper sites,
+        the Normal for improper ones), in unconstrained space.
+    shapes : dict
+        Latent site name -> shape of its unconstrained value.
+    improper : tuple of str
+        The latent sites with an improper base distribution.
+    """
+
+    log_parts: Callable
+    draw_reference: Callable
+    shapes: dict
+    improper: tuple
+
+
+def split_log_density(
+    model, model_args=(), model_kwargs=None, *, reference_loc=0.0, reference_scale=10.0
+) -> SplitDensity:
+    """Split ``model``'s log joint (unconstrained space) into a normalised reference and the rest.
+
+    Latent sites are the sample sites that are not observed; observed sites and ``numpyro.factor``
+    sites are likelihood. A latent site with a proper prior keeps it as its reference (its log
+    density at the constrained value plus the log-Jacobian of its transform); one with an improper
+    base (``ImproperUniform``) gets ``Normal(reference_loc, reference_scale)`` in unconstrained
+    space. The model is only traced abstractly here (``jax.eval_shape``), so this costs no model
+    evaluation.
+    """
+    model_args = tuple(model_args)
+    model_kwargs = dict(model_kwargs or {})
+    ref = dist.Normal(reference_loc, reference_scale)
+    found: dict = {}
+
+    def draw_reference(key):
+        u = {}
+
+        def sub(site):
+            if not _is_latent(site):
+                return None
+            name = site["name"]
+            improper = _is_improper(site["fn"])
+            found[name] = improper
+            if not improper:  # sample the prior, unconstrain below
+                return None
+            t = biject_to(site["fn"].support)
+            u[name] = ref.sample(site["kwargs"]["rng_key"], t.inverse_shape(site["fn"].shape()))
+            return t(u[name])
+
+        with handlers.block():
+            tr = handlers.trace(
+                handlers.substitute(handlers.seed(model, rng_seed=key), substitute_fn=sub)
+            ).get_trace(*model_args, **model_kwargs)
+        for name, site in tr.items():
+            if name in found and name not in u:
+                u[name] = biject_to(site["fn"].support).inv(site["value"])
+        return u
+
+    shapes = jax.tree.map(lambda a: a.shape, jax.eval_shape(draw_reference, jax.random.key(0)))
+    improper = tuple(sorted(n for n, flag in found.items() if flag))
+
+    def log_parts(u):
+        jac = {}
+
+        def sub(site):
+            name = site["name"]
+            if site["type"] == "sample" and name in u:
+                t = biject_to(site["fn"].support)
+                x = u[name]
+                v = t(x)
+                ld = jnp.sum(t.log_abs_det_jacobian(x, v))
+                jac[name] = ld if site["scale"] is None else site["scale"] * ld
+                return v
+            return None
+
+        with handlers.block():
+            tr = handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
+                *model_args, **model_kwargs
+            )
+        log_ref = jnp.zeros(())
+        log_joint = jnp.zeros(())
+        for name, site in tr.items():
+            if site["type"] != "sample":
+                continue
+            lp = _site_log_prob(site)
+            if name in u:
+                lp = lp + jac[name]
+                log_ref = log_ref + (jnp.sum(ref.log_prob(u[name])) if name in improper else lp)
+            log_joint = log_joint + lp
+        return log_ref, log_joint
+
+    return SplitDensity(log_parts, draw_reference, shapes, improper)
+
+
+# --------------------------------------------------------------------------------------------------
+# The flat potential
+
+
+class Potential(NamedTuple):
+    """A model's potential over its flat unconstrained space (:func:`flat_potential`).
+
+    Attributes
+    ----------
+    U : callable
+        ``U(x)``: NumPyro's potential energy (minus the log joint, log-Jacobians included) at the
+        flat unconstrained ``x`` (traceable).
+    unravel : callable
+        Flat ``x`` -> dict of unconstrained values per latent site.
+    shapes : dict
+        Latent site name -> shape of its unconstrained value.
+    dim : int
+        The length of ``x``.
+    model, model_args, model_kwargs
+        What it was built from.
+    improper : tuple of str
+        Latent sites with an improper base distribution.
+    """
+
+    U: Callable
+    unravel: Callable
+    shapes: dict
+    dim: int
+    model: Callable
+    model_args: tuple
+    model_kwargs: dict
+    improper: tuple
+
+    def log_density(self, x):
+        """``-U(x)``: the log joint at the flat unconstrained ``x``."""
+        return -self.U(x)
+
+    def ravel(self, u: dict):
+        """A dict of unconstrained values -> the flat ``x`` (the order of :attr:`unravel`)."""
+        return ravel_pytree({n: jnp.asarray(u[n]) for n in self.shapes})[0]
+
+    def unconstrain(self, start: dict):
+        """The flat unconstrained ``x`` of ``start``, constrained values of every latent site."""
+        missing = sorted(set(self.shapes) - set(start))
+        if missing:
+            raise ValueError(f"start: no value for the latent site(s) {missing}")
+        unknown = sorted(set(start) - set(self.shapes))
+        if unknown:
+            raise ValueError(f"start: no latent site {unknown} in the model")
+        seeded = handlers.seed(self.model, rng_seed=0)
+        with handlers.block():
+            tr = handlers.trace(handlers.substitute(seeded, data=start)).get_trace(
+                *self.model_args, **self.model_kwargs
+            )
+        u = {
+            n: biject_to(tr[n]["fn"].support).inv(jnp.asarray(tr[n]["value"])) for n in self.shapes
+        }
+        return self.ravel(u)
+
+    def trace(self, x):
+        """The model's trace with its latents at the flat unconstrained ``x`` (traceable)."""
+        return _trace_at(self.model, self.model_args, self.model_kwargs, self.unravel(x))
+
+    def sites(self, x) -> dict:
+        """Every latent and deterministic site's constrained value at ``x``, as numpy arrays."""
+        tr = self.trace(jnp.asarray(x))
+        return {
+            n: np.asarray(s["value"])
+            for n, s in tr.items()
+            if s["type"] == "deterministic" or _is_latent(s)
+        }
+
+    def site(self, x, name: str):
+        """One latent or deterministic site's constrained value at ``x`` (traceable)."""
+        tr = self.trace(x)
+        if name not in tr or not (tr[name]["type"] == "deterministic" or _is_latent(tr[name])):
+            raise ValueError(
+                f"{name!r} is not a latent or deterministic site of the model; it has "
+                f"{sorted(n for n, s in tr.items() if s['type'] == 'deterministic' or _is_latent(s))}"
+            )
+        return tr[name]["value"]
+
+    def scalar_site(self, name: str) -> Callable:
+        """``q(x)``: the scalar site ``name`` at ``x`` (traceable); checks that it is a scalar."""
+        value = jax.eval_shape(lambda x: self.site(x, name), jnp.zeros(self.dim))
+        if int(np.prod(value.shape)) != 1:
+            raise ValueError(f"{name!r} is not a scalar site (its shape is {value.shape})")
+        return lambda x: jnp.reshape(self.site(x, name), ())
+
+
+def flat_potential(model, model_args=(), model_kwargs=None) -> Potential:
+    """``model(*model_args, **model_kwargs)``'s potential over its flat unconstrained space."""
+    model_args = tuple(model_args)
+    model_kwargs = dict(model_kwargs or {})
+    split = split_log_density(model, model_args, model_kwargs)
+    flat0, unravel = ravel_pytree({n: jnp.zeros(s) for n, s in split.shapes.items()})
+
+    def U(x):
+        return -split.log_parts(unravel(x))[1]
+
+    return Potential(
+        U, unravel, dict(split.shapes), int(flat0.size), model, model_args, model_kwargs,
+        split.improper,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# Modes and curvature
+
+
+class Mode(NamedTuple):
+    """A local minimum of a potential (:func:`find_mode`).
+
+    Attributes
+    ----------
+    x : numpy.ndarray
+        The flat unconstrained position.
+    U : float
+        The potential there.
+    converged : bool
+        Whether the optimiser met its gradient tolerance.
+    potential : Potential
+    """
+
+    x: np.ndarray
+    U: float
+    converged: bool
+    potential: Potential
+
+    def sites(self) -> dict:
+        """Every latent and deterministic site's constrained value at the mode."""
+        return self.potential.sites(self.x)
+
+
+def find_mode(
+    model,
+    *,
+    start: dict,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    radius: float = 0.1,
+    maxiter: int = 2000,
+) -> Mode:
+    """Local minimum of NumPyro's potential from ``start`` (constrained values of the latents).
+
+    A trust-region Newton method (scipy ``trust-krylov``, exact Hessian-vector products, float64)
+    whose steps are at most ``radius`` at first and at most 10 ``radius`` later (unconstrained
+    units), so that it descends into the basin that contains the start instead of leaping over
+    a barrier, as a quasi-Newton line search can.
+    """
+    from scipy import optimize
+
+    radius = check_positive("radius", radius)
+    maxiter = check_int("maxiter", maxiter, 1)
+    pot = flat_potential(model, model_args, model_kwargs)
+    x0 = np.asarray(pot.unconstrain(start), dtype=np.float64)
+    fg = jax.jit(jax.value_and_grad(pot.U))
+    hvp = jax.jit(lambda x, v: jax.jvp(jax.grad(pot.U), (x,), (v,))[1])
+
+    def fun(x):
+        v, g = fg(jnp.asarray(x))
+        return float(v), np.asarray(g, dtype=np.float64)
+
+    def hessp(x, v):
+        return np.asarray(hvp(jnp.asarray(x), jnp.asarray(v)), dtype=np.float64)
+
+    if not np.isfinite(fun(x0)[0]):
+        raise ValueError("start: the log density is not finite there")
+    res = optimize.minimize(
+        fun,
+        x0,
+        jac=True,
+        hessp=hessp,
+        method="trust-krylov",
+        options={
+            "maxiter": maxiter,
+            "gtol": 1e-7,
+            "initial_trust_radius": radius,
+            "max_trust_radius": 10 * radius,
+        },
+    )
+    return Mode(np.asarray(res.x), float(res.fun), bool(res.success), pot)
+
+
+def hessian(fn, x, args=(), *, chunk: int = 30) -> np.ndarray:
+    """The dense Hessian of the scalar ``fn(x, *args)`` at the flat ``x`` (float64, symmetrised),
+    by Hessian-vector products ``chunk`` at a time (memory ``chunk x dim`` instead of the
+    ``dim x dim`` Jacobian of the gradient)."""
+    x = jnp.asarray(x)
+    k = x.shape[0]
+    chunk = max(1, min(check_int("chunk", chunk, 1), k))
+
+    @jax.jit
+    def dense(x, args):
+        grad = jax.grad(lambda z: fn(z, *args))
+
+        def hvp(v):
+            return jax.jvp(grad, (x,), (v,))[1]
+
+        eye = jnp.eye(-(-k // chunk) * chunk, k, dtype=x.dtype).reshape(-1, chunk, k)
+        return jax.lax.map(jax.vmap(hvp), eye).reshape(-1, k)[:k]
+
+    H = np.asarray(dense(x, tuple(args)), dtype=np.float64)
+    return 0.5 * (H + H.T)
+
+
+# --------------------------------------------------------------------------------------------------
+# Initial values for NumPyro's MCMC
+
+
+def unconstrained_init(model, model_args, model_kwargs, init_params, num_chains):
+    """Constrained initial values (leading chain axis when ``num_chains > 1``) in NumPyro's
+    unconstrained space, as ``MCMC.run(init_params=...)`` expects them for NUTS."""
+    if init_params is None:
+        return None
+    num_chains = check_int("num_chains", num_chains, 1)
+    first = {k: (v[0] if num_chains > 1 else v) for k, v in init_params.items()}
+    try:
+        transforms = get_transforms(handlers.seed(model, 0), model_args, model_kwargs, first)
+    except NotImplementedError:  # a site left out has an improper prior: nothing to draw it from
+        raise ValueError(
+            f"init_params: give a value for every site with an improper prior (got {sorted(first)})"
+        ) from None
+    unknown = set(init_params) - set(transforms)
+    if unknown:
+        raise ValueError(f"init_params: no sample site {sorted(unknown)} in the model")
+    return transform_fn({k: transforms[k] for k in init_params}, dict(init_params), invert=True)
