@@ -7,7 +7,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "bayes_attn"
 
 LAYERS = [
-    {"_validation", "_arviz", "progress", "distributed", "io"},
+    {"_validation", "_deprecation", "_arviz", "progress", "distributed", "io"},
     {"task", "algebra"},
     {"theory"},
     {"models"},
