@@ -334,8 +334,7 @@ class _Progress:
             return
         s = self.settings
         last = int(max(run[-1].num_moves for run in records))
-        self.bar.set_description_str("run_smc, rejuvenation at lambda = 1")
-        self.bar.refresh()
+        self.bar.close()  # lambda = 1: the bar is full; the rejuvenation gets its own lines
         announce(
             f"run_smc: the rejuvenation at lambda = 1 (one more resample and "
             f"{s.num_mcmc_steps}-{s.max_mcmc_steps} moves; the last tempering step took {last})",
