@@ -5,9 +5,10 @@ tempering step 3, and in the rerun after the rejuvenation at lambda = 1); rerun 
 arguments it must end bit for bit where an uninterrupted run ends: the same draws, eves, log
 joints and per-step records, the same evidence. These are exact comparisons, no error budget.
 
-Cost: one 1-D conjugate Gaussian (RWM, 2 runs x 100 particles, 6-8 tempering steps) run three
-times with tempering (the first with progress on), once from the rejuvenated checkpoint, and a few refused reruns that stop
-before any tempering step; most of the time is XLA compilation (about 10 s per run on one core).
+Cost: one 1-D conjugate Gaussian (RWM, 2 runs x 100 particles, 6 tempering steps) run three
+times with tempering (the first with progress on), once from the rejuvenated checkpoint, and a few
+refused reruns that stop before any tempering step; a basin evidence killed and resumed; most of
+the time is XLA compilation (about 10 s per run on one core).
 """
 
 import contextlib
@@ -178,3 +179,25 @@ def test_checkpoint_path_is_checked_before_any_work(tmp_path):
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="checkpoint: .* is not a readable checkpoint"):
         _run(junk)
+
+
+def _basin_model(y):
+    x = numpyro.sample("x", dist.Normal(0.0, 1.5).expand((2,)).to_event(1))
+    numpyro.sample("y", dist.Normal(x, 0.8).to_event(1), obs=y)
+
+
+def test_basin_evidence_passes_its_checkpoint_to_run_smc(tmp_path, monkeypatch):
+    """Killed after its SMC run's first tempering step, a basin evidence rerun resumes there: the
+    rerun writes only the rejuvenated checkpoint, and removes the file at the end."""
+    from bayes_attn.inference import basin_evidence
+
+    path = tmp_path / "basin.ckpt"
+    kw = dict(model_args=(jnp.asarray([0.4, -1.0]),), start={"x": jnp.zeros(2)},
+              num_particles=64, checkpoint=path)  # fmt: skip
+    with pytest.raises(Killed), killed_after(monkeypatch, TEMPERING):
+        basin_evidence(_basin_model, **kw)
+    assert str(np.load(path)["stage"]) == TEMPERING
+    with killed_after(monkeypatch, "none") as seen:
+        b = basin_evidence(_basin_model, **kw)
+    assert seen == [REJUVENATED] and not path.exists()
+    assert (b.num_tempering_steps == 1).all() and np.isfinite(b.log_Z_smc).all()
