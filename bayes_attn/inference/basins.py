@@ -8,8 +8,10 @@ the kernel-limit model no particle ever lands in the strong-copy basin (its copy
 standard deviations out). :func:`basin_evidence` therefore measures each basin on its own:
 
 1. **Mode.** Minimise NumPyro's potential ``U(u)`` (minus the log joint in unconstrained space,
-   Jacobians included) by L-BFGS (float64) from a start inside the basin.
-2. **Laplace.** ``H = hess U`` at the mode ``u*`` (dense, by ``jax.hessian``);
+   Jacobians included) from a start inside the basin, by the NumPyro bridge's trust-region Newton
+   descent (:func:`bayes_attn.inference.potential.find_mode`, float64).
+2. **Laplace.** ``H = hess U`` at the mode ``u*`` (dense, by Hessian-vector products,
+   :func:`bayes_attn.inference.potential.hessian`);
    ``log Z_laplace = -U(u*) + (k/2) log 2 pi - (1/2) log det H``.
 3. **SMC from the Laplace Gaussian.** Whiten, ``u = u* + C z`` with ``C C^T = Sigma``, and run the
    adaptive tempered SMC of :func:`run_smc` on the model
@@ -29,7 +31,12 @@ standard deviations out). :func:`basin_evidence` therefore measures each basin o
    a single step; the number of tempering steps measures how far the basin is from Gaussian.
 
 Independent replicates (``replicates``: the ``num_runs`` of one :func:`run_smc` call, vectorised)
-give the Monte Carlo spread of log Z_smc.
+give the Monte Carlo spread of log Z_smc; they are combined as :func:`run_smc` combines its runs
+(:func:`bayes_attn.inference.smc_evidence.log_evidence`: the log of the mean Z, and the standard
+error from the replicates' spread). The phase variable of step 3 is the bridge's
+:meth:`~bayes_attn.inference.potential.Potential.scalar_site`. With ``checkpoint=`` the SMC run
+writes its state after every tempering step and resumes from it when rerun with the same arguments
+(the mode and the Hessian are recomputed: they are deterministic).
 
 References
 ----------
@@ -94,7 +101,7 @@ class BasinEvidence:
     dim : int
         Unconstrained dimension k.
     converged : bool
-        Whether L-BFGS met its tolerance.
+        Whether the descent to the mode met its gradient tolerance.
     """
 
     mode: dict

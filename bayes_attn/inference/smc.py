@@ -68,7 +68,7 @@ With ``progress_bar=True`` the run announces its cost (one timed gradient times 
 tempering step takes) and shows one progress bar (tqdm, on stderr) that advances with lambda (the
 smallest over the runs); each tempering step's lambda, moves, acceptance and move scale per run go
 to the logger ``"bayes_attn"`` at DEBUG. The rejuvenation at lambda = 1, which can take as long as
-several tempering steps (35 minutes at Level 1 at Table 1), is announced with its cost before it
+several tempering steps (35 minutes at Level 1, Table 1, P = 272), is announced with its cost before it
 starts and reported when it ends. With ``checkpoint=path`` the state is written after every
 tempering step and after the rejuvenation, and a rerun with the same arguments resumes from it
 (:mod:`bayes_attn.inference.smc_checkpoint`).
