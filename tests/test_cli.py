@@ -488,6 +488,8 @@ def test_smc_step_lines_go_to_stderr(capsys, tmp_path):
     code = main([*argv, "--particles", "100", "--out", str(tmp_path / "s.nc")])
     out, err = capsys.readouterr()
     assert code == 0
-    assert "smc step 1:" in err and "run_smc:" in err and "ms per gradient" in err
-    assert "smc step" not in out and "run_smc:" not in out
+    # one progress bar over lambda at INFO (the per-step lines are at DEBUG, -v)
+    assert "lambda 1.0000" in err and "step 1," in err
+    assert "run_smc:" in err and "ms per gradient" in err
+    assert "lambda 1.0000" not in out and "run_smc:" not in out
     assert out.splitlines()[0].startswith("smc, level reduced, softmax, P=276")

@@ -212,8 +212,9 @@ print("result", idata.posterior.attrs["sampler"])
 
 
 def test_network_smc_says_its_cost_and_steps_on_stderr():
-    """Without any logging setup: what it does and its cost first, then every step, all on
-    stderr; stdout holds only the script's result."""
+    """Without any logging setup: what it does and its cost first, then the progress bar over
+    lambda with each step (the per-step lines are at DEBUG), all on stderr; stdout holds only
+    the script's result."""
     import subprocess
     import sys
 
@@ -226,7 +227,7 @@ def test_network_smc_says_its_cost_and_steps_on_stderr():
     first = next(i for i, ln in enumerate(lines) if "run_smc:" in ln)
     assert "24 dimensions" in lines[first] and "about" in lines[first]
     assert "ms per gradient" in lines[first]
-    step = next(i for i, ln in enumerate(lines) if "smc step 1:" in ln)
+    step = next(i for i, ln in enumerate(lines) if "lambda" in ln and "step 1," in ln)
     assert first < step
 
 

@@ -8,8 +8,10 @@ the kernel-limit model no particle ever lands in the strong-copy basin (its copy
 standard deviations out). :func:`basin_evidence` therefore measures each basin on its own:
 
 1. **Mode.** Minimise NumPyro's potential ``U(u)`` (minus the log joint in unconstrained space,
-   Jacobians included) by L-BFGS (float64) from a start inside the basin.
-2. **Laplace.** ``H = hess U`` at the mode ``u*`` (dense, by ``jax.hessian``);
+   Jacobians included) from a start inside the basin, by the NumPyro bridge's trust-region Newton
+   descent (:func:`bayes_attn.inference.potential.find_mode`, float64).
+2. **Laplace.** ``H = hess U`` at the mode ``u*`` (dense, by Hessian-vector products,
+   :func:`bayes_attn.inference.potential.hessian`);
    ``log Z_laplace = -U(u*) + (k/2) log 2 pi - (1/2) log det H``.
 3. **SMC from the Laplace Gaussian.** Whiten, ``u = u* + C z`` with ``C C^T = Sigma``, and run the
    adaptive tempered SMC of :func:`run_smc` on the model
@@ -29,7 +31,12 @@ standard deviations out). :func:`basin_evidence` therefore measures each basin o
    a single step; the number of tempering steps measures how far the basin is from Gaussian.
 
 Independent replicates (``replicates``: the ``num_runs`` of one :func:`run_smc` call, vectorised)
-give the Monte Carlo spread of log Z_smc.
+give the Monte Carlo spread of log Z_smc; they are combined as :func:`run_smc` combines its runs
+(:func:`bayes_attn.inference.smc_evidence.log_evidence`: the log of the mean Z, and the standard
+error from the replicates' spread). The phase variable of step 3 is the bridge's
+:meth:`~bayes_attn.inference.potential.Potential.scalar_site`. With ``checkpoint=`` the SMC run
+writes its state after every tempering step and resumes from it when rerun with the same arguments
+(the mode and the Hessian are recomputed: they are deterministic).
 
 References
 ----------
@@ -43,6 +50,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +60,8 @@ import numpyro
 import numpyro.distributions as dist
 
 from bayes_attn._validation import check_int
-from bayes_attn.inference import potential
+from bayes_attn.inference import potential, smc_evidence
+from bayes_attn.inference._call import model_call, resolve_key
 from bayes_attn.inference.smc import run_smc
 
 __all__ = ["BasinEvidence", "NoBasin", "basin_evidence", "find_mode"]
@@ -91,7 +101,7 @@ class BasinEvidence:
     dim : int
         Unconstrained dimension k.
     converged : bool
-        Whether L-BFGS met its tolerance.
+        Whether the descent to the mode met its gradient tolerance.
     """
 
     mode: dict
@@ -162,30 +172,99 @@ def _reference(H, grad_var, distance):
     return Sigma
 
 
+class _Side(NamedTuple):
+    """The basin's side of the phase boundary at the mode (all None / nan without a boundary)."""
+
+    phase_var: Callable | None  # q(x): the phase variable at flat unconstrained x
+    grad: np.ndarray | None  # its gradient at the mode
+    distance: float  # how far the mode lies from the boundary, on the basin's side (> 0)
+
+
+def _check_basin(replicates, var, boundary, side) -> int:
+    replicates = check_int("replicates", replicates, 1)
+    if side not in (None, "above", "below"):
+        raise ValueError(f"side must be 'above' or 'below', got {side!r}")
+    if (var is None) != (boundary is None) or (boundary is not None and side is None):
+        raise ValueError("var, boundary and side must be given together")
+    return replicates
+
+
+def _laplace(mode: potential.Mode) -> tuple[np.ndarray, float]:
+    """``(H, log Z_laplace)``: the potential's Hessian at the mode and the Laplace mass."""
+    H = potential.hessian(mode.potential.U, mode.x)
+    evals = np.linalg.eigvalsh(H)
+    if evals[0] <= 0:
+        raise ValueError(
+            f"start: the Hessian at the mode is not positive definite (smallest eigenvalue "
+            f"{evals[0]:.3g}); the basin is not a proper mode"
+        )
+    k = mode.x.size
+    return H, -mode.U + 0.5 * k * math.log(2 * math.pi) - 0.5 * float(np.sum(np.log(evals)))
+
+
+def _side(mode: potential.Mode, var, boundary, side) -> _Side:
+    """The phase variable ``var`` at the mode, checked to be on ``side`` of ``boundary``."""
+    if var is None:
+        return _Side(None, None, math.nan)
+    phase_var = mode.potential.scalar_site(var)
+    x = jnp.asarray(mode.x)
+    value = float(phase_var(x))
+    distance = (value - boundary) * (1.0 if side == "above" else -1.0)
+    if distance <= 0:
+        raise NoBasin(
+            f"start: its mode has {var} = {value:.4g}, on the wrong side of the boundary "
+            f"{boundary:.4g} (the basin there does not exist)",
+            value,
+        )
+    return _Side(phase_var, np.asarray(jax.grad(phase_var)(x), dtype=np.float64), distance)
+
+
+def _smc_mass(mode: potential.Mode, H, basin: _Side, boundary, side, **smc) -> tuple:
+    """``(log Z_smc per replicate, tempering steps per replicate)``: :func:`run_smc` on the
+    whitened, restricted model (module docstring, step 3); ``smc``: its options."""
+    Sigma = _reference(H, basin.grad, basin.distance)
+    C = np.linalg.cholesky(Sigma)
+    log_det_C = float(np.sum(np.log(np.diag(C))))
+    x = jnp.asarray(mode.x)
+    wrapped = _whitened_model(mode.potential.U, basin.phase_var, x, jnp.asarray(C), boundary, side)
+    a = run_smc(wrapped, model_args=(), **smc).posterior.attrs
+    offset = 0.5 * mode.x.size * math.log(2 * math.pi) + log_det_C
+    log_Z = np.atleast_1d(np.asarray(a["log_evidence_runs"], dtype=np.float64)) + offset
+    return log_Z, np.atleast_1d(np.asarray(a["num_tempering_steps"]))
+
+
 def basin_evidence(
     model,
-    *model_args,
+    *args,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
     start: dict,
     num_particles: int = 256,
     num_mcmc_steps: int | None = None,
     replicates: int = 2,
     max_mcmc_steps: int | None = None,
     mixing_target: float | None = None,
-    seed: int = 0,
+    seed: int | None = None,
+    key=None,
     var: str | None = None,
     boundary: float | None = None,
     side: str | None = None,
     batch_size: int = 0,
     progress_bar: bool = False,
-    **model_kwargs,
+    checkpoint=None,
+    **kwargs,
 ) -> BasinEvidence:
     """Mode, Laplace mass and SMC mass of the basin of ``model``'s posterior that contains ``start``.
 
     Parameters
     ----------
-    model, model_args, model_kwargs
+    model : callable
         A NumPyro model with a finite density (``kernel_limit_model``, ``order_param_model``,
         ``network_model``).
+    model_args, model_kwargs : tuple, dict
+        The model's arguments, apart from this function's options. The old form,
+        ``basin_evidence(model, *model_args, start=..., **model_kwargs)``, still works for one
+        release and warns (``DeprecationWarning``).
     start : dict
         Constrained values of every latent site, inside the basin.
     num_particles : int
@@ -195,7 +274,9 @@ def basin_evidence(
         ``num_mcmc_steps`` and at most ``max_mcmc_steps`` moves per tempering step, until the
         particles' correlation with their start falls below ``mixing_target``.
     replicates : int
-        Independent SMC runs (``num_runs`` of one :func:`run_smc` call with ``seed``).
+        Independent SMC runs (``num_runs`` of one :func:`run_smc` call).
+    seed, key : int or jax PRNG key
+        Either (seed 0 when neither is given), as for :func:`run_smc`.
     var, boundary, side : optional
         A scalar site (latent or deterministic), the value that separates the phases, and the side
         of the basin ("above" or "below"). With them the basin *is* that side: the SMC target is
@@ -204,46 +285,24 @@ def basin_evidence(
         narrowed along ``var`` so that it starts inside. Without them the basin is wherever the
         particles go from the Laplace Gaussian, which is only safe far from a spinodal.
     batch_size : int
-        Particles per ``lax.map`` batch in SMC (0: one vmap).
+        SMC particles per ``lax.map`` batch (0: one vmap); not the model's minibatch.
+    progress_bar : bool
+        :func:`run_smc`'s progress: its cost, a bar over lambda, the rejuvenation.
+    checkpoint : str or path, optional
+        :func:`run_smc`'s checkpoint file: the SMC run writes its state there after every
+        tempering step and resumes from it when rerun with the same arguments (the mode and the
+        Hessian are recomputed, deterministically); removed when the run completes.
 
     Returns
     -------
     BasinEvidence
     """
-    replicates = check_int("replicates", replicates, 1)
-    if side not in (None, "above", "below"):
-        raise ValueError(f"side must be 'above' or 'below', got {side!r}")
-    if (var is None) != (boundary is None) or (boundary is not None and side is None):
-        raise ValueError("var, boundary and side must be given together")
+    model_args, model_kwargs = model_call("basin_evidence", args, kwargs, model_args, model_kwargs)
+    rng, _, _ = resolve_key(key, seed)
+    replicates = _check_basin(replicates, var, boundary, side)
     mode = potential.find_mode(model, start=start, model_args=model_args, model_kwargs=model_kwargs)
-    x, u_val, U, converged, pot = mode.x, mode.U, mode.potential.U, mode.converged, mode.potential
-    k = x.size
-    H = np.asarray(jax.hessian(U)(jnp.asarray(x)), dtype=np.float64)
-    H = 0.5 * (H + H.T)
-    evals = np.linalg.eigvalsh(H)
-    if evals[0] <= 0:
-        raise ValueError(
-            f"start: the Hessian at the mode is not positive definite (smallest eigenvalue "
-            f"{evals[0]:.3g}); the basin is not a proper mode"
-        )
-    log_Z_laplace = -u_val + 0.5 * k * math.log(2 * math.pi) - 0.5 * float(np.sum(np.log(evals)))
-    phase_var, grad_var, value, distance = None, None, math.nan, math.nan
-    if var is not None:
-        phase_var = pot.scalar_site(var)
-
-        value = float(phase_var(jnp.asarray(x)))
-        distance = (value - boundary) * (1.0 if side == "above" else -1.0)
-        if distance <= 0:
-            raise NoBasin(
-                f"start: its mode has {var} = {value:.4g}, on the wrong side of the boundary "
-                f"{boundary:.4g} (the basin there does not exist)",
-                value,
-            )
-        grad_var = np.asarray(jax.grad(phase_var)(jnp.asarray(x)), dtype=np.float64)
-    Sigma = _reference(H, grad_var, distance)
-    C = np.linalg.cholesky(Sigma)
-    log_det_C = float(np.sum(np.log(np.diag(C))))
-    wrapped = _whitened_model(U, phase_var, jnp.asarray(x), jnp.asarray(C), boundary, side)
+    H, log_Z_laplace = _laplace(mode)
+    basin = _side(mode, var, boundary, side)
     moves = {
         name: v
         for name, v in (
@@ -253,31 +312,20 @@ def basin_evidence(
         )
         if v is not None
     }
-    idata = run_smc(
-        wrapped,
-        model_args=(),
-        num_particles=num_particles,
-        num_runs=replicates,
-        seed=seed,
-        batch_size=batch_size,
-        progress_bar=progress_bar,
-        **moves,
-    )
-    a = idata.posterior.attrs
-    offset = 0.5 * k * math.log(2 * math.pi) + log_det_C
-    log_Z = np.atleast_1d(np.asarray(a["log_evidence_runs"], dtype=np.float64)) + offset
-    steps = np.atleast_1d(np.asarray(a["num_tempering_steps"]))
-    mean = float(np.logaddexp.reduce(log_Z) - math.log(replicates))
-    se = float(np.std(log_Z, ddof=1) / math.sqrt(replicates)) if replicates > 1 else math.nan
+    log_Z, steps = _smc_mass(
+        mode, H, basin, boundary, side, num_particles=num_particles, num_runs=replicates,
+        key=rng, batch_size=batch_size, progress_bar=progress_bar, checkpoint=checkpoint, **moves,
+    )  # fmt: skip
+    mean, se = smc_evidence.log_evidence(log_Z)
     return BasinEvidence(
         mode=mode.sites(),
-        potential=u_val,
+        potential=mode.U,
         log_Z_laplace=float(log_Z_laplace),
         log_Z_smc=log_Z,
         log_Z_smc_mean=mean,
         log_Z_smc_se=se,
         num_tempering_steps=steps,
-        distance=float(distance),
-        dim=int(k),
-        converged=converged,
+        distance=float(basin.distance),
+        dim=int(mode.x.size),
+        converged=mode.converged,
     )
