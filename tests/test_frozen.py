@@ -236,6 +236,13 @@ def test_frozen_protocol_point_lines_up_with_the_explicit_protocol():
     assert out["exact_global_min"].all() and np.all(out["exact_starts_agree"] == 1)
     np.testing.assert_allclose(out["exact_cG"], out["theory_cG"], rtol=0.05)
     assert sec["map"] > 0
+    # the old forms with grid indices: frozen_point's warns (same point), member_grams' refuses
+    from bayes_attn.experiments.protocol import point_values
+
+    with pytest.warns(DeprecationWarning, match="frozen_point"):
+        assert point_values(cfg, 1, 1, "frozen_point") == ("softmax", 400)
+    with pytest.raises(TypeError, match="values"):
+        member_grams(cfg, HYPER, 1, 40)
 
 
 def test_run_frozen_protocol_stacks_points_and_records_its_settings():

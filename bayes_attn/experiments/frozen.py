@@ -50,10 +50,15 @@ from bayes_attn.theory.saddles import global_saddle
 __all__ = ["frozen_point", "run_frozen_protocol"]
 
 
-def member_grams(cfg, hyper, activation: str, P: int, d_model: int) -> list:
+def member_grams(cfg, hyper, activation: str, P: int, d_model: int | None = None) -> list:
     """The Grams W^T W / d of every member's embeddings at the point (activation, P): the initial
     draws of the explicit protocol's Adam there (``adam_keys(key=protocol_keys(cfg.seed)
     .point(activation, P).adam).init``, split per member), at width ``d_model``."""
+    if not isinstance(activation, str) or d_model is None:
+        raise TypeError(
+            "member_grams takes the point's values, member_grams(cfg, hyper, activation, P, "
+            "d_model); the old form (cfg, hyper, j, d_model) had no activation and other keys"
+        )
     task = cfg.task()
     adam = protocol_keys(cfg.seed).point(activation, P).adam
     keys = jax.random.split(adam_keys(key=adam).init, cfg.members)
