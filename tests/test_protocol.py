@@ -134,16 +134,35 @@ def test_protocol_keys_are_named_and_independent_per_point():
         keys.point("linear", 0)
 
 
-def test_protocol_point_takes_values_and_the_index_form_warns():
-    """``protocol_point(cfg, hyper, "linear", 100)``; the old ``(i, j)`` form gives the same numbers
-    with a DeprecationWarning."""
-    from bayes_attn.experiments.protocol import protocol_point
+def test_protocol_point_takes_values_and_the_index_form_warns(monkeypatch):
+    """``protocol_point(cfg, hyper, "linear", 100)`` draws the point's datasets and Adam key; the
+    old ``(i, j)`` form reaches the same point with a DeprecationWarning. Adam is stubbed: it
+    records what it was given and stops the point (the whole point runs in the end-to-end test)."""
+    import jax
 
-    cfg = ProtocolConfig.quick(activations=("linear",), Ps=(20, 100), level1=False,
-                               **{**TINY, "max_steps": 20, "sgld_warmup": 2, "sgld_samples": 2})  # fmt: skip
-    hyper = ba.Hyper.paper().replace(sigma2=5.0)
-    new, _ = protocol_point(cfg, hyper, "linear", 100)
+    from bayes_attn.experiments import protocol
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def stub(task, hyper, act, d_model, P, *, tokens, key, **kw):
+        seen.append((act, P, np.asarray(tokens), np.asarray(jax.random.key_data(key))))
+        raise Stop
+
+    monkeypatch.setattr(protocol, "train_adam", stub)
+    cfg = ProtocolConfig.quick(activations=("linear",), Ps=(20, 100), **TINY)
+    hyper = ba.Hyper.paper()
+    with pytest.raises(Stop):
+        protocol.protocol_point(cfg, hyper, "linear", 100)
     with pytest.warns(DeprecationWarning, match="activation, P"):
-        old, _ = protocol_point(cfg, hyper, 0, 1)
-    for k in ("adam_cG", "sgld_cG", "theory_cG"):
-        np.testing.assert_array_equal(old[k], new[k])
+        with pytest.raises(Stop):
+            protocol.protocol_point(cfg, hyper, 0, 1)
+    (a1, P1, tok1, key1), (a2, P2, tok2, key2) = seen
+    assert (a1, P1) == (a2, P2) == ("linear", 100) and tok1.shape == (2, 100, 6)
+    np.testing.assert_array_equal(tok1, tok2)
+    np.testing.assert_array_equal(tok1, protocol.member_datasets(cfg, "linear", 100))
+    np.testing.assert_array_equal(key1, key2)
+    adam = protocol.protocol_keys(cfg.seed).point("linear", 100).adam
+    np.testing.assert_array_equal(key1, jax.random.key_data(adam))
