@@ -180,6 +180,32 @@ def span_basis(W_emb, p) -> jax.Array:
     return W @ ((Q * inv) @ Q.T) / jnp.sqrt(W.shape[0])
 
 
+def network_gate(M, embeddings) -> jax.Array:
+    """The W_G (d x d) of smallest norm whose network logits equal the kernel-limit form M.
+
+    The network's logits are psi^T (W W_G W^T / d) psi with W = [W_emb^T; p^T] ((V + L) x d), so
+    ``W_G = d W^+ M W^+T`` gives exactly M when W has full row rank (d >= V + L): the inverse
+    direction of :func:`span_basis`'s M = U^T W_G U.
+
+    Parameters
+    ----------
+    M : ((V + L), (V + L)) array
+    embeddings : (W_emb (d, V), p (d, L))
+
+    Raises
+    ------
+    ValueError
+        If d < V + L (M cannot be realised exactly).
+    """
+    W_emb, pos = (jnp.asarray(e) for e in embeddings)
+    W = jnp.concatenate([W_emb.T, pos.T], axis=0)
+    n, d = W.shape
+    if d < n:
+        raise ValueError(f"d_model must be >= V + L = {n} to realise M exactly, got {d}")
+    Wp = jnp.linalg.pinv(W)
+    return d * Wp @ jnp.asarray(M) @ Wp.T
+
+
 def readout_from_w(w, tokens, V: int) -> jax.Array:
     """Per-token readout values psi[p, b]^T w^T, shape (P, L, V), for a readout w (V, V + L) on the
     features, gathered from its (V L) x V table on every (token, position) pair."""

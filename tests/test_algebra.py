@@ -124,3 +124,20 @@ def test_mode_form_equals_full_matrices(c1, cG, P, L, V, sigma2):
     C, _ = algebra.ek_moments(c1, cG, L, V)
     ld = V / 2 * jnp.linalg.slogdet(jnp.eye(L + V) + P * 1.3 / sigma2 * C)[1]
     assert abs(float(ld) - float(act.logdet_ek(c1, cG, P, sc))) <= 1e-8 * (1 + abs(float(ld)))
+
+
+def test_network_gate_realises_M_and_inverts_span_basis():
+    """W_G = d W^+ M W^+T reproduces M exactly through the network's logits (W W_G W^T / d = M),
+    and span_basis maps it back (M = U^T W_G U in the whitened coordinates: R M' R^T = M)."""
+    V, L, d = 3, 4, 12
+    kW, kp, kM = jax.random.split(jax.random.key(5), 3)
+    W_emb, p = jax.random.normal(kW, (d, V)), jax.random.normal(kp, (d, L))
+    M = jax.random.normal(kM, (V + L, V + L))
+    W_G = algebra.network_gate(M, (W_emb, p))
+    W = jnp.concatenate([W_emb.T, p.T], axis=0)
+    np.testing.assert_allclose(W @ W_G @ W.T / d, M, atol=1e-10)
+    U = algebra.span_basis(W_emb, p)
+    R = algebra.gram_factor(algebra.embedding_gram(W_emb, p))
+    np.testing.assert_allclose(R @ (U.T @ W_G @ U) @ R.T, M, atol=1e-9)
+    with pytest.raises(ValueError, match="d_model"):
+        algebra.network_gate(M, (W_emb[:5], p[:5]))

@@ -130,3 +130,50 @@ def test_basin_evidence_takes_model_args_apart_and_a_seed_or_a_key():
         basin_evidence(quartic, model_args=(0.5,), key=jax.random.key(3), seed=3, **opts)
     with pytest.raises(TypeError, match="not also"):
         basin_evidence(quartic, 0.5, model_args=(0.5,), **opts)
+
+
+def test_phase_free_energies_takes_seed_or_key_and_smc_options_apart(monkeypatch):
+    """phase_free_energies (experiments.coexistence): ``seed=`` or ``key=`` (the same basin keys,
+    the record says which), its SMC options in ``smc_options=`` apart from the model's; the old
+    form (SMC options as keywords) warns and passes the same options; bad options fail before any
+    work. The basin evidence is stubbed (it records its call): the real SMC runs are
+    tests/test_coexistence.py's."""
+    from bayes_attn.experiments import coexistence, phase_free_energies
+    from bayes_attn.inference import basins
+
+    calls = []
+
+    def stub(model, *args, start, **kw):
+        calls.append(kw)
+        return basins.BasinEvidence(mode={"aG": start["aG"]}, potential=0.0, log_Z_laplace=0.0,
+                                    log_Z_smc=np.zeros(2), log_Z_smc_mean=0.0, log_Z_smc_se=0.0,
+                                    num_tempering_steps=np.ones(2), distance=1.0, dim=1,
+                                    converged=True)  # fmt: skip
+
+    monkeypatch.setattr(coexistence, "basin_evidence", stub)
+    smc = {"num_particles": 32, "replicates": 3, "mixing_target": 0.1}
+    run = dict(tokens=276.0, level="reduced", progress=False)
+    a = phase_free_energies(TASK, HYPER, seed=3, smc_options=smc, **run)
+    b = phase_free_energies(TASK, HYPER, key=jax.random.key(3), smc_options=smc, **run)
+    assert calls[0] == calls[2] and calls[1] == calls[3]  # the same basin keys from seed or key
+    assert calls[0]["num_particles"] == 32 and calls[0]["replicates"] == 3
+    assert calls[0]["mixing_target"] == 0.1
+    assert "include_logdet" not in calls[0]["model_kwargs"]  # the model's default
+    assert a.attrs["seed"] == 3 and b.attrs["seed"] == -1
+    np.testing.assert_array_equal(b.attrs["key_data"], jax.random.key_data(jax.random.key(3)))
+    assert a.attrs["num_particles"] == 32 and a.attrs["include_logdet"] == 0
+    with pytest.warns(DeprecationWarning, match="smc_options="):
+        phase_free_energies(TASK, HYPER, seed=3, **smc, **run)
+    assert calls[4:] == calls[:2]
+    phase_free_energies(TASK, HYPER, seed=3, include_logdet=True, smc_options=smc, **run)
+    assert calls[-1]["model_kwargs"]["include_logdet"] is True  # the model's, apart from SMC's
+    n = len(calls)
+    with pytest.raises(ValueError, match="seed: pass a key or a seed"):
+        phase_free_energies(TASK, HYPER, seed=3, key=jax.random.key(3), **run)
+    with pytest.raises(ValueError, match="smc_options"):
+        phase_free_energies(TASK, HYPER, smc_options={"particles": 32}, **run)
+    with pytest.raises(ValueError, match="replicates"):
+        phase_free_energies(TASK, HYPER, smc_options={"replicates": 0}, **run)
+    with pytest.raises(TypeError, match="unexpected"):
+        phase_free_energies(TASK, HYPER, include_logdt=True, **run)
+    assert len(calls) == n

@@ -13,11 +13,10 @@ import numpyro.distributions as dist
 import pytest
 
 import bayes_attn as ba
-from bayes_attn.analysis import phase_boundary
+from bayes_attn.algebra import network_gate
 from bayes_attn.experiments.coexistence import (
     ensemble_occupancy,
     level_modes,
-    network_gate,
     phase_free_energies,
     phase_starts,
     start_occupancy,
@@ -26,7 +25,7 @@ from bayes_attn.experiments.hysteresis import orthonormal_start
 from bayes_attn.inference.basins import basin_evidence
 from bayes_attn.models import network_model
 from bayes_attn.theory import modes
-from bayes_attn.theory.modes import weight_crossing
+from bayes_attn.theory.modes import phase_boundary, weight_crossing
 
 # a small preset with a first-order softmax transition: Level 2 depends on P / sigma2 only, so
 # sigma2 = 5 puts the paper's transition at P* = 46.0 (spinodals 44.2, 49.5) and keeps Level 1 cheap
@@ -42,7 +41,9 @@ def test_basin_evidence_is_exact_for_a_gaussian_posterior():
     """Conjugate Gaussian: Laplace is exact, so SMC needs one step and both hit log Z exactly."""
     y = jnp.array([[0.3, -1.2, 2.0], [0.1, -0.7, 1.1]])
     tau, sigma = 1.5, 0.8
-    b = basin_evidence(_gaussian, y, tau, sigma, start={"x": jnp.zeros(3)}, replicates=2)
+    b = basin_evidence(
+        _gaussian, model_args=(y, tau, sigma), start={"x": jnp.zeros(3)}, replicates=2
+    )
     # y_i = x + e_i: per coordinate the two observations are jointly normal
     cov = np.full((2, 2), tau**2) + sigma**2 * np.eye(2)
     exact = sum(
@@ -55,15 +56,20 @@ def test_basin_evidence_is_exact_for_a_gaussian_posterior():
     assert (b.num_tempering_steps == 1).all()
 
 
-def test_reduced_phase_free_energy_matches_quadrature():
+@pytest.mark.parametrize("include_logdet", [False, True])
+def test_reduced_phase_free_energy_matches_quadrature(include_logdet):
     """Level 2 at the paper preset's weight crossing: the per-basin SMC evidences and their Delta F
-    against the exact quadrature of ``modes`` (same density, log-determinant included).
+    against the exact quadrature of ``modes`` with the same ``include_logdet`` (the same option,
+    the same default, recorded in the attrs of both). The two basins run on independent keys.
     Budget: 4 se + 0.02 nats (the floor is the basin-edge ambiguity, a 2% weight ratio)."""
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     P = weight_crossing(task, hyper).P_cross  # 276.0
-    ds = phase_free_energies(task, hyper, P, "reduced", num_particles=500, replicates=3)
-    m = modes(task, hyper, P, "softmax", include_logdet=True)
+    smc = {"num_particles": 500, "replicates": 3}
+    ds = phase_free_energies(task, hyper, P, "reduced", include_logdet=include_logdet,
+                             smc_options=smc, progress=False)  # fmt: skip
+    m = modes(task, hyper, P, "softmax", include_logdet=include_logdet)
     assert bool(ds.distinct)
+    assert ds.attrs["include_logdet"] == m.attrs["include_logdet"] == int(include_logdet)
     exact = {str(p): float(w) for p, w in zip(m.phase.values, m.log_weight.values, strict=True)}
     for phase in ("weak", "strong"):
         row = ds.sel(phase=phase)
@@ -72,6 +78,39 @@ def test_reduced_phase_free_energy_matches_quadrature():
         )
     assert float(ds.delta_F) == pytest.approx(float(m.delta_F), abs=4 * float(ds.delta_F_se) + 0.02)
     assert float(ds.delta_F_level2) == pytest.approx(float(m.delta_F))
+
+
+def test_phase_free_energies_builds_once_and_splits_its_key(monkeypatch):
+    """One model per call (the coexistence module builds it once and passes it on), each mode found
+    once by the module (basin_evidence itself searches again from the mode; it is stubbed here),
+    and the two basins' SMC drawn from two different keys (``free_energy_keys``), the same ones
+    for the same seed."""
+    from bayes_attn.experiments import coexistence
+    from bayes_attn.inference import basins, potential
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    calls = {"model_at": 0, "find_mode": 0, "rng": []}
+
+    def count(name, fn):
+        def wrapped(*a, **k):
+            calls[name] += 1
+            return fn(*a, **k)
+
+        return wrapped
+
+    def fake_evidence(model, *args, **kw):
+        calls["rng"].append(tuple(np.asarray(jax.random.key_data(kw["key"]))))
+        raise basins.NoBasin("skipped", 0.0)
+
+    monkeypatch.setattr(coexistence, "model_at", count("model_at", coexistence.model_at))
+    monkeypatch.setattr(potential, "find_mode", count("find_mode", potential.find_mode))
+    monkeypatch.setattr(coexistence, "basin_evidence", fake_evidence)
+    ds = phase_free_energies(task, hyper, 276.0, "reduced", seed=5, progress=False)
+    assert calls["model_at"] == 1 and calls["find_mode"] == 2
+    assert len(calls["rng"]) == 2 and calls["rng"][0] != calls["rng"][1]
+    assert ds.attrs["seed"] == 5 and not bool(ds.distinct)
+    phase_free_energies(task, hyper, 276.0, "reduced", seed=5, progress=False)
+    assert calls["rng"][2:] == calls["rng"][:2]
 
 
 def test_phase_starts_realise_the_level2_logits():
@@ -95,7 +134,7 @@ def test_level_boundary_is_the_barrier_between_the_modes():
     minimum that ``phase_boundary`` finds, up to the path's grid (41 points)."""
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     P = weight_crossing(task, hyper).P_cross
-    found, cut = level_modes(task, hyper, P, "reduced")
+    found, cut = level_modes(task, hyper, P, "reduced", include_logdet=True)
     exact = phase_boundary(task, hyper, P, include_logdet=True)
     step = (found["strong"]["aG"] - found["weak"]["aG"]) / 40
     assert found["weak"]["aG"] < cut < found["strong"]["aG"]
@@ -114,10 +153,13 @@ def test_bad_input():
         network_gate(jnp.zeros((30, 30)), (jnp.zeros((10, 5)), jnp.zeros((10, 25))))
     with pytest.raises(ValueError, match="replicates"):
         basin_evidence(
-            _gaussian, jnp.zeros((1, 2)), 1.0, 1.0, start={"x": jnp.zeros(2)}, replicates=0
+            _gaussian,
+            model_args=(jnp.zeros((1, 2)), 1.0, 1.0),
+            start={"x": jnp.zeros(2)},
+            replicates=0,
         )
     with pytest.raises(ValueError, match="start"):
-        basin_evidence(_gaussian, jnp.zeros((1, 2)), 1.0, 1.0, start={})
+        basin_evidence(_gaussian, model_args=(jnp.zeros((1, 2)), 1.0, 1.0), start={})
 
 
 def _small_data(P):
@@ -133,7 +175,7 @@ def test_kernel_limit_phases_coexist():
     Delta F = 43.34 +- 0.14, 82 min on one core; the assertion only needs its sign, at > 10 se)."""
     task, hyper = SMALL
     tok = _small_data(42)
-    ds = phase_free_energies(task, hyper, tok, "kernel", replicates=2)
+    ds = phase_free_energies(task, hyper, tok, "kernel", smc_options={"replicates": 2})
     assert bool(ds.distinct)
     assert float(ds.aG.sel(phase="weak")) < float(ds.attrs["boundary_aG"])
     assert float(ds.aG.sel(phase="strong")) > float(ds.attrs["boundary_aG"])
@@ -169,8 +211,9 @@ def test_network_with_orthonormal_embeddings_has_the_kernel_limit_free_energy():
     tok = _small_data(42)
     draw = orthonormal_start(task, hyper, 32, 1)
     emb = (draw["W_emb"][0], draw["p"][0])
-    kern = phase_free_energies(task, hyper, tok, "kernel", replicates=2)
-    net = phase_free_energies(task, hyper, tok, "network", embeddings=emb, replicates=2)
+    smc = {"replicates": 2}
+    kern = phase_free_energies(task, hyper, tok, "kernel", smc_options=smc)
+    net = phase_free_energies(task, hyper, tok, "network", embeddings=emb, smc_options=smc)
     se = float(np.hypot(kern.delta_F_se, net.delta_F_se))
     assert float(net.delta_F) == pytest.approx(float(kern.delta_F), abs=4 * se + 0.1)
     ens = ensemble_occupancy(task, hyper, tok, emb, members=2, max_steps=400)

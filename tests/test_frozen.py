@@ -216,25 +216,33 @@ def test_frozen_protocol_point_lines_up_with_the_explicit_protocol():
     fixed) and datasets; at d = 10^4 its MAP sits on the Level-2 saddle and every start agrees.
     Small: 2 members, softmax at P = 400."""
     from bayes_attn.experiments.frozen import frozen_point, member_grams
-    from bayes_attn.experiments.protocol import ProtocolConfig
+    from bayes_attn.experiments.protocol import ProtocolConfig, protocol_keys
     from bayes_attn.inference import train_adam
 
     cfg = ProtocolConfig.quick(Ps=(20, 400), members=2, d_model=40)
-    grams = member_grams(cfg, HYPER, 1, 40)
-    ds = train_adam(TASK, HYPER, "linear", 40, 5, members=2, seed=cfg.seed + 1, max_steps=1,
+    grams = member_grams(cfg, HYPER, "softmax", 400, 40)
+    adam = protocol_keys(cfg.seed).point("softmax", 400).adam
+    ds = train_adam(TASK, HYPER, "softmax", 40, 5, members=2, key=adam, max_steps=1,
                     train_embeddings=False, return_params=True, progress_bar=False)  # fmt: skip
     for m in range(2):
         g = algebra.embedding_gram(ds.W_emb.values[m], ds.p.values[m])
         np.testing.assert_allclose(grams[m], g, rtol=1e-12)
     # at d = 40 the Gram is far from the identity (E g^-1 = d / (d - V - L - 1) = 4.4): the exact
-    # MAP copies much less than the theory (measured: aG 2.82 and 2.16 against 6.05); at d = 10^4
-    # both members sit within a few % of the Level-2 saddle, at the same (Level-1) cost
-    out, sec = frozen_point(cfg, HYPER, 1, 1, d_model=40)  # softmax, P = 400
+    # MAP copies much less than the theory (measured: aG 3.08 and 3.14 against 6.05); at d = 10^4
+    # both members sit within a few % of the Level-2 saddle (5.98, 5.96), at the same (Level-1) cost
+    out, sec = frozen_point(cfg, HYPER, "softmax", 400, d_model=40)
     assert np.all(out["exact_cG"] < 0.6 * out["theory_cG"])
-    out, sec = frozen_point(cfg, HYPER, 1, 1, d_model=10_000)
+    out, sec = frozen_point(cfg, HYPER, "softmax", 400, d_model=10_000)
     assert out["exact_global_min"].all() and np.all(out["exact_starts_agree"] == 1)
     np.testing.assert_allclose(out["exact_cG"], out["theory_cG"], rtol=0.05)
     assert sec["map"] > 0
+    # the old forms with grid indices: frozen_point's warns (same point), member_grams' refuses
+    from bayes_attn.experiments.protocol import point_values
+
+    with pytest.warns(DeprecationWarning, match="frozen_point"):
+        assert point_values(cfg, 1, 1, "frozen_point") == ("softmax", 400)
+    with pytest.raises(TypeError, match="values"):
+        member_grams(cfg, HYPER, 1, 40)
 
 
 def test_run_frozen_protocol_stacks_points_and_records_its_settings():
@@ -262,15 +270,15 @@ def test_frozen_posterior_means_match_nuts_on_the_reduced_model():
     300 draws against 2 chains x 300; fixed seeds."""
     from bayes_attn import _arviz as az
     from bayes_attn.experiments.frozen import _posteriors, member_grams
-    from bayes_attn.experiments.protocol import ProtocolConfig, _held_out
+    from bayes_attn.experiments.protocol import ProtocolConfig, held_out
     from bayes_attn.inference import run_nuts
 
     cfg = ProtocolConfig.quick(Ps=(60,), members=2)
-    test = _held_out(cfg, TASK)
+    test = held_out(cfg)
     tok = np.stack([TASK.sample(jax.random.key(k), 60) for k in (11, 12)])
-    grams = np.stack(member_grams(cfg, HYPER, 0, 64))
+    grams = np.stack(member_grams(cfg, HYPER, "softmax", 60, 64))
     Ms = [level1_map(TASK, HYPER, tok[m], "softmax", gram=grams[m]).M for m in range(2)]
-    post = _posteriors(TASK, HYPER, tok, test, "softmax", grams, Ms, 300, 0)
+    post = _posteriors(TASK, HYPER, tok, test, "softmax", grams, Ms, 300, jax.random.key(0))
     assert np.all(post["ess"] > 30) and np.all(post["leapfrogs"] >= 1)
     ref = run_nuts(kernel_limit_model, model_args=(TASK, HYPER, tok[1], "softmax"),
                    model_kwargs={"gram": grams[1]}, num_chains=2, num_warmup=300,

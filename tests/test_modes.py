@@ -297,3 +297,66 @@ def test_crossing_limit_is_phase_boundaries_first_order(preset, crossings):
     for wc in crossings.values():
         assert wc.first_order == pytest.approx(b.first_order, abs=1e-8)
         assert wc.spinodals == pytest.approx(b.spinodals, abs=1e-8)
+
+
+# --------------------------------------------------------------------------------------------------
+# The phase split: owned here; the old homes warn
+
+
+def test_inside_window_and_phase_boundary_are_the_level2_split(preset, transition):
+    """``inside_window`` leaves P inside the spinodals alone and moves P outside to 1e-3 of the
+    window's width inside it; ``phase_boundary`` lies between the modes of :func:`modes` and at a
+    P outside the window is the boundary at the moved P (exact equalities: same code path)."""
+    from bayes_attn.theory.modes import inside_window, phase_boundary
+
+    task, hyper = preset
+    _, (lo, hi) = transition
+    margin = 1e-3 * (hi - lo)
+    assert inside_window(task, hyper, 270.0) == 270.0
+    assert inside_window(task, hyper, 100.0) == pytest.approx(lo + margin, rel=1e-12)
+    assert inside_window(task, hyper, 2000.0) == pytest.approx(hi - margin, rel=1e-12)
+    m = modes(task, hyper, 276.0, "softmax", include_logdet=True)
+    b = phase_boundary(task, hyper, 276.0, include_logdet=True)
+    assert float(m.aG[0]) < b < float(m.aG[-1])
+    moved = inside_window(task, hyper, 2000.0)
+    assert phase_boundary(task, hyper, 2000.0) == phase_boundary(task, hyper, moved)
+    with pytest.raises(ValueError, match="not first order"):
+        inside_window(ba.CopyTask(L=10, V=5), hyper, 100.0)
+    with pytest.raises(ValueError, match="var"):
+        phase_boundary(task, hyper, 276.0, var="a1")
+
+
+def test_moved_names_warn_and_point_to_their_new_homes():
+    import importlib
+    import sys
+
+    from bayes_attn import algebra
+    from bayes_attn.theory import boundaries
+    from bayes_attn.theory.modes import phase_boundary
+
+    census = importlib.import_module(
+        "bayes_attn.theory.modes"
+    )  # the package's "modes" is the function
+
+    with pytest.warns(DeprecationWarning, match="theory.modes.phase_boundary"):
+        from bayes_attn.analysis import phase_boundary as old
+    assert old is phase_boundary
+    with pytest.warns(DeprecationWarning, match="theory.modes.phase_boundary"):
+        from bayes_attn.analysis.phases import phase_boundary as old
+    assert old is phase_boundary
+    with pytest.warns(DeprecationWarning, match="boundaries.softmax_transition"):
+        old = census.transition_window
+    assert old is boundaries.softmax_transition
+    with pytest.warns(DeprecationWarning, match="algebra.network_gate"):
+        from bayes_attn.experiments.coexistence import network_gate as old
+    assert old is algebra.network_gate
+    sys.modules.pop("bayes_attn.analysis.modes", None)
+    with pytest.warns(DeprecationWarning, match="bayes_attn.analysis.modes has moved"):
+        shim = importlib.import_module("bayes_attn.analysis.modes")
+    with pytest.warns(DeprecationWarning, match="theory.modes.modes"):
+        assert shim.modes is modes
+    with pytest.warns(DeprecationWarning, match="theory.modes.weight_crossing"):
+        from bayes_attn.analysis.modes import weight_crossing as old
+    assert old is weight_crossing
+    with pytest.raises(AttributeError):
+        census.no_such_name  # noqa: B018

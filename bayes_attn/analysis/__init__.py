@@ -1,8 +1,9 @@
 """Statistics of results: convergence diagnostics, phase occupancy, and ensemble summaries."""
 
+from bayes_attn import _deprecation
 from bayes_attn.analysis.diagnostics import Diagnosis, diagnose, fold_posterior
 from bayes_attn.analysis.ensembles import classify_minima, ensemble_summary, final_state
-from bayes_attn.analysis.phases import PhaseOccupancy, phase_boundary, phase_occupancy
+from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 
 __all__ = [
     "Diagnosis",
@@ -12,6 +13,17 @@ __all__ = [
     "ensemble_summary",
     "final_state",
     "fold_posterior",
-    "phase_boundary",
     "phase_occupancy",
 ]
+
+# The Level-2 mode census and phase split live in bayes_attn.theory (one release of warnings).
+__getattr__ = _deprecation.moved(
+    __name__,
+    {
+        "phase_boundary": "bayes_attn.theory.modes",
+        "modes": "bayes_attn.theory.modes",
+        "phase_weights": "bayes_attn.theory.modes",
+        "weight_crossing": "bayes_attn.theory.modes",
+        "WeightCrossing": "bayes_attn.theory.modes",
+    },
+)

@@ -11,9 +11,11 @@ Assignment
 ----------
 A draw is *strong* when ``aG`` (or ``cG``) exceeds a boundary. By default the boundary is the point
 of lowest density between the two modes of the reduced (Level-2) posterior at the run's task,
-hyperparameters and P, found exactly as :func:`bayes_attn.theory.modes` and
-:func:`~bayes_attn.analysis.phase_weights` split their basins (the minima of the action, then the
-density minimum between them polished by Newton's method). The fraction of the exact posterior
+hyperparameters and P: :func:`bayes_attn.theory.modes.phase_boundary`, which owns the Level-2 phase
+split and splits exactly where :func:`~bayes_attn.theory.modes` and
+:func:`~bayes_attn.theory.phase_weights` split their basins (the minima of the action, then the
+density minimum between them polished by Newton's method). This module only counts draws
+against it. The fraction of the exact posterior
 mass above it is therefore ``phase_weights(...).strong_weight``, so an unbiased sampler's strong
 fraction converges to that number. Outside the coexistence region (one mode) the boundary is taken
 at the nearest P inside it. For Level-1/0 runs (``kernel_limit``, ``network``) the same Level-2
@@ -64,17 +66,18 @@ import dataclasses
 import json
 import math
 
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from bayes_attn import _arviz as az
-from bayes_attn import algebra
+from bayes_attn import _deprecation
 from bayes_attn.task import CopyTask, Hyper
-from bayes_attn.theory.action import scales
+from bayes_attn.theory.modes import phase_boundary as level2_boundary
 
-__all__ = ["PhaseOccupancy", "phase_boundary", "phase_occupancy", "MIXING_RULE"]
+__all__ = ["PhaseOccupancy", "phase_occupancy", "MIXING_RULE"]
+
+__getattr__ = _deprecation.moved(__name__, {"phase_boundary": "bayes_attn.theory.modes"})
 
 MIXING_RULE = (
     "not mixing if some chain has no draw in a phase where another chain spends >= 1/2 of its draws, "
@@ -170,55 +173,6 @@ def _rebuild(idata, P=None, task=None, hyper=None):
     else:  # files written before the run record kept the model options as repr-JSON
         include_logdet = json.loads(attrs.get("model_kwargs", "{}")).get("include_logdet") == "True"
     return task, hyper, float(P), include_logdet
-
-
-def phase_boundary(task, hyper, P, *, include_logdet: bool = False, var: str = "aG") -> float:
-    """The density minimum between the weak- and strong-copy softmax modes at P, in ``aG`` or ``cG``.
-
-    The minima come from the grid finder of :func:`~bayes_attn.analysis.phase_weights`; the split
-    point is that of its basin quadrature, so the exact mass above the boundary is the strong
-    weight. Outside the coexistence region, P is moved to just inside the nearer spinodal.
-
-    Raises
-    ------
-    ValueError
-        For an unknown ``var`` or where the softmax transition is not first order (no two phases).
-    """
-    from bayes_attn.theory.modes import barrier, softmax_minima, transition_window
-
-    if var not in ("aG", "cG"):
-        raise ValueError(f"var must be 'aG' or 'cG' for a default boundary, got {var!r}")
-    sc = scales(task, hyper)
-    _, lo, hi = transition_window(sc)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise ValueError(
-            f"task: the softmax transition is not first order at L={task.L}, V={task.V}; "
-            "there are no two phases (pass boundary explicitly)"
-        )
-    P = float(P)
-    x, _, _ = softmax_minima(P, sc)
-    if len(x) < 2:
-        margin = 1e-3 * (hi - lo)
-        P = min(max(P, lo + margin), hi - margin)
-        x, _, _ = softmax_minima(P, sc)
-    if len(x) < 2:
-        raise ValueError(
-            f"P: found {len(x)} softmax mode(s) near P = {P}; pass boundary explicitly"
-        )
-    x = np.sort(x)
-    cut = float(
-        barrier(
-            x[-2],
-            x[-1],
-            jnp.float64(P),
-            jnp.float64(hyper.chi),
-            sc,
-            bool(include_logdet),
-        )
-    )
-    if var == "cG":
-        return cut
-    return float(algebra.softmax_order(jnp.float64(cut), task.L)[1])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -401,7 +355,8 @@ def phase_occupancy(
     var : str
         The variable to split, ``"aG"`` (default) or ``"cG"``; any other with an explicit boundary.
     boundary : float, optional
-        Draws with ``var > boundary`` are strong. Default: :func:`phase_boundary` at the run's
+        Draws with ``var > boundary`` are strong. Default: the Level-2 boundary
+        (:func:`bayes_attn.theory.modes.phase_boundary`) at the run's
         task, hyperparameters, P and ``include_logdet`` (rebuilt from ``idata.posterior.attrs``,
         or passed as ``P``, ``task``, ``hyper``).
     alpha : float
@@ -417,7 +372,10 @@ def phase_occupancy(
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if boundary is None:
         task, hyper, P, include_logdet = _rebuild(idata, P, task, hyper)
-        boundary = phase_boundary(task, hyper, P, include_logdet=include_logdet, var=var)
+        try:
+            boundary = level2_boundary(task, hyper, P, include_logdet=include_logdet, var=var)
+        except ValueError as err:
+            raise ValueError(f"{err} (pass boundary explicitly)") from err
     boundary = float(boundary)
     x = np.asarray(idata.posterior[var].transpose("chain", "draw"))
     ind = (x > boundary).astype(np.int8)

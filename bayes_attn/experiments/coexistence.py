@@ -24,30 +24,37 @@ Level 2") has the measured comparison.
 from __future__ import annotations
 
 import math
+import warnings
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from bayes_attn import algebra
+from bayes_attn import _deprecation, algebra
 from bayes_attn._validation import check_int, check_tokens
-from bayes_attn.analysis.phases import PhaseOccupancy, phase_boundary, phase_occupancy
+from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
+from bayes_attn.inference import resolve_key
 from bayes_attn.inference.basins import NoBasin, basin_evidence
 from bayes_attn.models.levels import LEVELS, model_at
 from bayes_attn.progress import announce, say, seconds_per_gradient
 from bayes_attn.task import preset_attrs
 from bayes_attn.theory.action import scales
-from bayes_attn.theory.modes import softmax_minima, transition_window
+from bayes_attn.theory.modes import inside_window, phase_boundary, softmax_minima
 
 __all__ = [
     "LEVELS",
+    "FreeEnergyKeys",
     "ensemble_occupancy",
+    "free_energy_keys",
     "level_modes",
     "phase_free_energies",
     "phase_starts",
     "start_occupancy",
 ]
+
+__getattr__ = _deprecation.moved(__name__, {"network_gate": "bayes_attn.algebra"})
 
 PHASES = ("weak", "strong")
 
@@ -57,49 +64,18 @@ def _check_level(level: str) -> None:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
 
 
-def _inside_window(task, hyper, P: float) -> float:
-    """P moved just inside the Level-2 coexistence window (spinodals) if it lies outside."""
-    _, lo, hi = transition_window(scales(task, hyper))
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise ValueError(
-            f"task: the softmax transition is not first order at L={task.L}, V={task.V}; "
-            "there are no two phases to start from"
-        )
-    margin = 1e-3 * (hi - lo)
-    return min(max(float(P), lo + margin), hi - margin)
-
-
-def _embedding_matrix(embeddings) -> jax.Array:
-    """W (V+L, d) with psi^T W the hidden vector of a token, from (W_emb (d, V), p (d, L))."""
-    W_emb, pos = (jnp.asarray(e) for e in embeddings)
-    return jnp.concatenate([W_emb.T, pos.T], axis=0)
-
-
-def network_gate(M, embeddings) -> jax.Array:
-    """The W_G (d x d) of smallest norm whose network logits equal the kernel-limit form M.
-
-    The network's logits are psi^T (W W_G W^T / d) psi with W = [W_emb^T; p^T], so
-    ``W_G = d W^+ M W^+T`` gives exactly M when W has full row rank (d >= V + L).
-    """
-    W = _embedding_matrix(embeddings)
-    n, d = W.shape
-    if d < n:
-        raise ValueError(f"d_model must be >= V + L = {n} to realise M exactly, got {d}")
-    Wp = jnp.linalg.pinv(W)
-    return d * Wp @ jnp.asarray(M) @ Wp.T
-
-
 def phase_starts(task, hyper, P, level: str = "kernel", *, embeddings=None) -> dict[str, dict]:
     """Starting values in the weak (uniform start) and strong (copy start) softmax phases.
 
     Returns ``{"weak": {...}, "strong": {...}}``: constrained values of the latent sites of
     ``order_param_model`` (``aG``, the Level-2 minima), ``kernel_limit_model`` (``M``: zero, and the
     smallest-norm realisation of the strong Level-2 minimum's logits) or ``network_model`` with
-    frozen ``embeddings`` (``W_G`` realising the same M, ``W_O`` = 0). Where P lies outside the
-    Level-2 coexistence window, the minima are taken just inside it.
+    frozen ``embeddings`` (``W_G`` realising the same M, :func:`bayes_attn.algebra.network_gate`,
+    ``W_O`` = 0). Where P lies outside the Level-2 coexistence window, the minima are taken just
+    inside it (:func:`bayes_attn.theory.modes.inside_window`).
     """
     _check_level(level)
-    Pw = _inside_window(task, hyper, P)
+    Pw = inside_window(task, hyper, P)
     cG, _, _ = softmax_minima(Pw, scales(task, hyper))
     cG = np.sort(np.asarray(cG))
     if level == "reduced":
@@ -112,19 +88,18 @@ def phase_starts(task, hyper, P, level: str = "kernel", *, embeddings=None) -> d
         return {"weak": {"M": jnp.zeros((n, n))}, "strong": {"M": M}}
     if embeddings is None:
         raise ValueError("embeddings: the network level needs the frozen (W_emb, p)")
-    W_G = network_gate(M, embeddings)
+    W_G = algebra.network_gate(M, embeddings)
     d = W_G.shape[0]
     W_O = jnp.zeros((task.V, d))
     return {"weak": {"W_G": jnp.zeros((d, d)), "W_O": W_O}, "strong": {"W_G": W_G, "W_O": W_O}}
 
 
-def _model(task, hyper, tokens, level, d_model, embeddings):
-    """(model, args, kwargs) at ``level`` for softmax attention."""
+def _model(task, hyper, tokens, level, d_model, embeddings, include_logdet):
+    """(model, args, kwargs) at ``level`` for softmax attention (:func:`~bayes_attn.models.model_at`)."""
     if level == "network" and embeddings is None:
         raise ValueError("embeddings: the network level needs the frozen (W_emb, p)")
-    # the reduced level with the log-determinant, as the kernel-limit evidence has it
     return model_at(
-        level, task, hyper, tokens, "softmax", d_model=d_model, include_logdet=True,
+        level, task, hyper, tokens, "softmax", d_model=d_model, include_logdet=include_logdet,
         embeddings=embeddings,
     )  # fmt: skip
 
@@ -133,21 +108,10 @@ def _size(tokens, level) -> float:
     return float(tokens) if level == "reduced" else float(np.shape(tokens)[0])
 
 
-def level_modes(task, hyper, tokens, level: str = "kernel", *, embeddings=None, d_model=None):
-    """The posterior modes reached from the uniform and the copy start, and the phase boundary.
-
-    Returns ``(modes, boundary)``: ``modes[phase]`` holds the constrained values of every site at
-    the mode (``start`` for further use), ``aG`` and the potential ``U``; ``boundary`` is the aG
-    of the highest point of the potential on the straight line between the two modes (41 points),
-    this level's own divide between the phases, or nan if both starts reach the same mode. (The
-    Level-2 divide does not serve at Level 1 on a dataset: its phases sit at other P.)
-    """
+def _modes_from_starts(model, args, kwargs, starts):
+    """:func:`level_modes` on a model already built: each mode found once, from its start."""
     from bayes_attn.inference.potential import find_mode
 
-    _check_level(level)
-    P = _size(tokens, level)
-    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings)
-    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
     found, flat = {}, {}
     for phase in PHASES:
         mode = find_mode(model, start=starts[phase], model_args=args, model_kwargs=kwargs)
@@ -167,59 +131,94 @@ def level_modes(task, hyper, tokens, level: str = "kernel", *, embeddings=None, 
     return found, float(sites["aG"])
 
 
-def phase_free_energies(
+def level_modes(
     task,
     hyper,
     tokens,
     level: str = "kernel",
     *,
     embeddings=None,
-    d_model: int | None = None,
-    num_particles: int = 128,
-    num_mcmc_steps: int | None = None,
-    replicates: int = 2,
-    seed: int = 0,
-    progress: bool = True,
-    **smc_kwargs,
-) -> xr.Dataset:
-    """The evidence of each softmax phase at one level, and Delta F beside Level 2's.
+    d_model=None,
+    include_logdet: bool = False,
+):
+    """The posterior modes reached from the uniform and the copy start, and the phase boundary.
 
-    Parameters
-    ----------
-    tokens : (P, L) ints, or P itself for ``level="reduced"``
-    level : {"reduced", "kernel", "network"}
-    embeddings : (W_emb, p), for ``level="network"`` (held fixed)
-    num_particles, num_mcmc_steps, replicates, seed, smc_kwargs
-        SMC settings of :func:`~bayes_attn.inference.basins.basin_evidence` (``replicates``
-        independent runs of ``num_particles``; ``num_mcmc_steps``: the minimum number of moves
-        per tempering step, None for :func:`~bayes_attn.inference.run_smc`'s default;
-        ``smc_kwargs``: ``max_mcmc_steps``, ``mixing_target``).
-    progress : bool
-        Say each stage on stderr before it starts, with the cost of a tempering step, and log
-        every tempering step (:mod:`bayes_attn.progress`). At Level 1 and the network a basin
-        takes minutes to hours on a laptop CPU (docs/validation.md).
-
-    Returns
-    -------
-    xarray.Dataset
-        Over ``phase`` = weak, strong (the basins found from the uniform and the copy start, each
-        the side of this level's phase boundary (:func:`level_modes`) its mode is on; where both
-        starts reach the same mode there is one phase and the evidences are nan):
-        ``aG`` at the mode, ``potential`` there, ``log_Z_laplace``, ``log_Z_smc`` (mean over
-        replicates) and ``log_Z_smc_se``, ``tempering_steps`` (mean), ``distance`` (of the mode's aG from
-        the boundary, which delimits the basins). Scalars: ``distinct`` (both phases
-        exist; else the deltas are nan), ``delta_F`` and ``delta_F_se`` (SMC), ``delta_F_laplace``, ``delta_F_level2``
-        (exact, :func:`~bayes_attn.theory.modes` with the log-determinant, at the same P and
-        chi), ``delta_U`` (the difference of the potentials at the modes).
+    Returns ``(modes, boundary)``: ``modes[phase]`` holds the constrained values of every site at
+    the mode (``start`` for further use), ``aG`` and the potential ``U``; ``boundary`` is the aG
+    of the highest point of the potential on the straight line between the two modes (41 points),
+    this level's own divide between the phases, or nan if both starts reach the same mode. (The
+    Level-2 divide, :func:`bayes_attn.theory.modes.phase_boundary`, does not serve at Level 1 on a
+    dataset: its phases sit at other P.) ``include_logdet``: the reduced level's density, as in
+    :func:`bayes_attn.theory.modes`.
     """
-    from bayes_attn.theory.modes import modes
-
     _check_level(level)
-    replicates = check_int("replicates", replicates, 1)
-    P = _size(tokens, level)
-    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings)
-    say("phase_free_energies: the %s modes from both starts at P = %g", level, P, enabled=progress)
-    found, cut = level_modes(task, hyper, tokens, level, embeddings=embeddings, d_model=d_model)
+    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings, include_logdet)
+    starts = phase_starts(task, hyper, _size(tokens, level), level, embeddings=embeddings)
+    return _modes_from_starts(model, args, kwargs, starts)
+
+
+class FreeEnergyKeys(NamedTuple):
+    """The keys :func:`phase_free_energies` splits from its key or seed, one per basin: each
+    basin's SMC runs (reference draws, moves, resampling) are independent of the other's, as
+    ``delta_F_se`` assumes."""
+
+    weak: jax.Array
+    strong: jax.Array
+
+
+def free_energy_keys(key=None, seed: int | None = None) -> FreeEnergyKeys:
+    """The keys of :func:`phase_free_energies` for ``key`` or ``seed`` (:class:`FreeEnergyKeys`)."""
+    rng, _, _ = resolve_key(key, seed)
+    return FreeEnergyKeys(*jax.random.split(rng, len(PHASES)))
+
+
+#: the SMC options of :func:`phase_free_energies` (``smc_options``) with their defaults; None
+#: leaves :func:`~bayes_attn.inference.run_smc`'s default
+SMC_OPTIONS = {
+    "num_particles": 128,
+    "replicates": 2,
+    "num_mcmc_steps": None,
+    "max_mcmc_steps": None,
+    "mixing_target": None,
+    "batch_size": 0,
+}
+
+
+def _smc_options(smc_options, legacy: dict) -> dict:
+    """The SMC options from ``smc_options``, or from the deprecated keywords of the old form."""
+    unknown = sorted(set(legacy) - set(SMC_OPTIONS))
+    if unknown:
+        raise TypeError(f"phase_free_energies got unexpected keyword arguments {unknown}")
+    if legacy:
+        if smc_options:
+            raise TypeError("phase_free_energies: pass the SMC options in smc_options= only")
+        warnings.warn(
+            "phase_free_energies(..., num_particles=..., replicates=...) is deprecated and will be "
+            "removed in the next release; pass smc_options={'num_particles': ..., ...}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        smc_options = legacy
+    smc_options = dict(smc_options or {})
+    unknown = sorted(set(smc_options) - set(SMC_OPTIONS))
+    if unknown:
+        raise ValueError(f"smc_options: unknown {unknown}; known: {sorted(SMC_OPTIONS)}")
+    out = {**SMC_OPTIONS, **smc_options}
+    out["replicates"] = check_int("replicates", out["replicates"], 1)
+    out["num_particles"] = check_int("num_particles", out["num_particles"], 2)
+    return out
+
+
+def _basins(model, args, kwargs, found, cut, smc, keys, progress):
+    """Per phase: the :class:`BasinEvidence` (None where there is one phase only) and the mode's aG.
+
+    :func:`basin_evidence` takes constrained starts, not a found mode, so it builds the potential
+    and searches for the mode again from the mode's sites: the search makes no step and returns
+    the same point (measured: the same aG and U to the last bit at Level 2 and Level 1), for a
+    compilation and a gradient (0.4-3 s beside minutes to hours of SMC). Skipping it needs
+    ``basin_evidence`` to accept a :class:`~bayes_attn.inference.potential.Mode`.
+    """
+    moves = {k: v for k, v in smc.items() if v is not None and k != "replicates"}
     rows, aG = {}, {}
     for phase in PHASES:
         if not math.isfinite(cut):  # one phase: report the mode, no evidence to compare
@@ -228,24 +227,19 @@ def phase_free_energies(
         say("phase_free_energies: SMC evidence of the %s basin", phase, enabled=progress)
         try:
             b = basin_evidence(
-                model,
-                *args,
-                start=found[phase]["start"],
-                num_particles=num_particles,
-                num_mcmc_steps=num_mcmc_steps,
-                replicates=replicates,
-                seed=seed,
-                **smc_kwargs,
-                var="aG",
-                boundary=cut,
-                side="above" if phase == "strong" else "below",
-                progress_bar=progress,
-                **kwargs,
-            )
+                model, model_args=args, model_kwargs=kwargs, start=found[phase]["start"],
+                replicates=smc["replicates"], key=getattr(keys, phase), var="aG", boundary=cut,
+                side="above" if phase == "strong" else "below", progress_bar=progress, **moves,
+            )  # fmt: skip
         except NoBasin as err:  # this start fell into the other phase: one phase at this level
             rows[phase], aG[phase] = None, err.value
             continue
         rows[phase], aG[phase] = b, float(b.mode["aG"])
+    return rows, aG
+
+
+def _free_energy_table(rows, aG) -> xr.Dataset:
+    """The per-phase table of :func:`phase_free_energies` and its SMC and Laplace deltas."""
 
     def column(get):
         return ("phase", [math.nan if rows[p] is None else get(rows[p]) for p in PHASES])
@@ -268,16 +262,93 @@ def phase_free_energies(
     ds["delta_F_se"] = float(np.hypot(weak.log_Z_smc_se, strong.log_Z_smc_se))
     ds["delta_F_laplace"] = float(weak.log_Z_laplace - strong.log_Z_laplace)
     ds["delta_U"] = float(strong.potential - weak.potential)
-    m = modes(task, hyper, P, "softmax", include_logdet=True)
+    return ds
+
+
+def phase_free_energies(
+    task,
+    hyper,
+    tokens,
+    level: str = "kernel",
+    *,
+    embeddings=None,
+    d_model: int | None = None,
+    include_logdet: bool = False,
+    smc_options: dict | None = None,
+    seed: int | None = None,
+    key=None,
+    progress: bool = True,
+    **legacy,
+) -> xr.Dataset:
+    """The evidence of each softmax phase at one level, and Delta F beside Level 2's.
+
+    Parameters
+    ----------
+    tokens : (P, L) ints, or P itself for ``level="reduced"``
+    level : {"reduced", "kernel", "network"}
+    embeddings : (W_emb, p), for ``level="network"`` (held fixed)
+    d_model : int, optional
+        The network's width (``network``; implied by ``embeddings``).
+    include_logdet : bool
+        The O(1) log-determinant in the Level-2 density, as in :func:`bayes_attn.theory.modes`
+        (same default): in the reduced model (``level="reduced"``) and in the Level-2 reference
+        ``delta_F_level2`` at every level. Level 1 and the network carry the log-determinant in
+        their own density (the readout integrated out), so their like-for-like Level-2 reference
+        is ``include_logdet=True``. Recorded in ``attrs["include_logdet"]``.
+    smc_options : dict, optional
+        The SMC settings of :func:`~bayes_attn.inference.basins.basin_evidence`, apart from the
+        model's options (:data:`SMC_OPTIONS` has them with their defaults): ``replicates``
+        independent runs of ``num_particles``; ``num_mcmc_steps``, ``max_mcmc_steps``,
+        ``mixing_target``: the adaptive moves (None for :func:`~bayes_attn.inference.run_smc`'s
+        defaults); ``batch_size``: particles per ``lax.map`` batch. The old form, these as
+        keywords, warns (``DeprecationWarning``).
+    seed, key
+        A seed or a PRNG key (not both; seed 0 when neither), split into one key per basin
+        (:func:`free_energy_keys`), so that the basins' SMC errors are independent.
+    progress : bool
+        Say each stage on stderr before it starts, with the cost of a tempering step, and log
+        every tempering step (:mod:`bayes_attn.progress`). At Level 1 and the network a basin
+        takes minutes to hours on a laptop CPU (docs/validation.md).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``phase`` = weak, strong (the basins found from the uniform and the copy start, each
+        the side of this level's phase boundary (:func:`level_modes`) its mode is on; where both
+        starts reach the same mode there is one phase and the evidences are nan):
+        ``aG`` at the mode, ``potential`` there, ``log_Z_laplace``, ``log_Z_smc`` (mean over
+        replicates) and ``log_Z_smc_se``, ``tempering_steps`` (mean), ``distance`` (of the mode's
+        aG from the boundary, which delimits the basins). Scalars: ``distinct`` (both phases
+        exist; else the deltas are nan), ``delta_F`` and ``delta_F_se`` (SMC), ``delta_F_laplace``,
+        ``delta_F_level2`` (exact, :func:`~bayes_attn.theory.modes` with ``include_logdet``, at
+        the same P and chi), ``delta_U`` (the difference of the potentials at the modes). The
+        attrs record the level, P, the preset, the boundary, ``include_logdet``, the SMC options
+        and the seed (-1 and ``key_data`` for a key).
+    """
+    from bayes_attn.theory.modes import modes
+
+    _check_level(level)
+    smc = _smc_options(smc_options, legacy)
+    rng, seed, key_attrs = resolve_key(key, seed)
+    P = _size(tokens, level)
+    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings, include_logdet)
+    say("phase_free_energies: the %s modes from both starts at P = %g", level, P, enabled=progress)
+    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
+    found, cut = _modes_from_starts(model, args, kwargs, starts)
+    rows, aG = _basins(model, args, kwargs, found, cut, smc, free_energy_keys(rng), progress)
+    ds = _free_energy_table(rows, aG)
+    m = modes(task, hyper, P, "softmax", include_logdet=include_logdet)
     ds["delta_F_level2"] = float(m.delta_F) if (m.phase == "strong").any() else math.nan
     ds.attrs.update(
         level=level,
         P=P,
         **preset_attrs(task, hyper),
         boundary_aG=cut,
+        include_logdet=int(include_logdet),
         dim=next((r.dim for r in rows.values() if r is not None), 0),  # 0: no evidence run
-        num_particles=num_particles,
-        replicates=replicates,
+        **{k: v for k, v in smc.items() if v is not None},
+        seed=seed,
+        **key_attrs,
         description="Delta F = F_strong - F_weak = log Z_weak - log Z_strong",
     )
     return ds
@@ -291,6 +362,7 @@ def start_occupancy(
     *,
     embeddings=None,
     d_model: int | None = None,
+    include_logdet: bool = False,
     num_chains: int = 8,
     num_warmup: int = 200,
     num_samples: int = 200,
@@ -310,18 +382,21 @@ def start_occupancy(
     ``progress`` says each stage on stderr before it starts, the NUTS run with its cost
     estimated from one timed gradient (:mod:`bayes_attn.progress`); ``progress_bar`` is NUTS's
     own bar. At Level 1 with P = 42 and 4 chains of 100 + 100 draws it takes minutes.
+    ``include_logdet``: the reduced level's density and the Level-2 boundary, as in
+    :func:`bayes_attn.theory.modes`.
     """
     from bayes_attn.inference import run_nuts
 
     _check_level(level)
     num_chains = check_int("num_chains", num_chains, 2)
     P = _size(tokens, level)
-    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings)
+    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings, include_logdet)
     say("start_occupancy: the %s modes from both starts at P = %g", level, P, enabled=progress)
-    found, cut = level_modes(task, hyper, tokens, level, embeddings=embeddings, d_model=d_model)
+    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
+    found, cut = _modes_from_starts(model, args, kwargs, starts)
     starts = {phase: found[phase]["start"] for phase in PHASES}
     if not math.isfinite(cut):
-        cut = phase_boundary(task, hyper, P)
+        cut = phase_boundary(task, hyper, P, include_logdet=include_logdet)
     half = num_chains // 2
     init = {
         name: jnp.stack(

@@ -16,7 +16,9 @@ Level-1 computation at every width, d = 10^4 included:
   over the local devices (:func:`~bayes_attn.inference.members.member_nuts`).
 
 The datasets and the held-out sequences are the explicit protocol's, so the two line up member by
-member: at the explicit protocol's own width the exact MAP is what Adam should reach.
+member: at the explicit protocol's own width the exact MAP is what Adam should reach. Every key
+comes from the protocol's named layout (:func:`~bayes_attn.experiments.protocol.protocol_keys`:
+the datasets, Adam's initial draws and the NUTS chains of each point).
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ import xarray as xr
 import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_int
-from bayes_attn.experiments.protocol import _held_out, collect_grid
+from bayes_attn.experiments.protocol import (
+    collect_grid,
+    held_out,
+    member_datasets,
+    point_values,
+    protocol_keys,
+)
 from bayes_attn.inference.adam import adam_keys
 from bayes_attn.models.network import init_embeddings
 from bayes_attn.progress import say
@@ -42,11 +50,18 @@ from bayes_attn.theory.saddles import global_saddle
 __all__ = ["frozen_point", "run_frozen_protocol"]
 
 
-def member_grams(cfg, hyper, j: int, d_model: int) -> list:
-    """The Grams W^T W / d of every member's embeddings at P index ``j`` (the draws of the explicit
-    protocol's Adam, :func:`~bayes_attn.inference.adam_keys` of seed ``cfg.seed + j``)."""
+def member_grams(cfg, hyper, activation: str, P: int, d_model: int | None = None) -> list:
+    """The Grams W^T W / d of every member's embeddings at the point (activation, P): the initial
+    draws of the explicit protocol's Adam there (``adam_keys(key=protocol_keys(cfg.seed)
+    .point(activation, P).adam).init``, split per member), at width ``d_model``."""
+    if not isinstance(activation, str) or d_model is None:
+        raise TypeError(
+            "member_grams takes the point's values, member_grams(cfg, hyper, activation, P, "
+            "d_model); the old form (cfg, hyper, j, d_model) had no activation and other keys"
+        )
     task = cfg.task()
-    keys = jax.random.split(adam_keys(seed=cfg.seed + j).init, cfg.members)
+    adam = protocol_keys(cfg.seed).point(activation, P).adam
+    keys = jax.random.split(adam_keys(key=adam).init, cfg.members)
     return [
         np.asarray(algebra.embedding_gram(*init_embeddings(k, task, hyper, d_model))) for k in keys
     ]
@@ -60,7 +75,7 @@ def _map(task, hyper, tokens, act, gram, warm):
     return min(found, key=lambda m: m.action), found
 
 
-def _posteriors(task, hyper, tokens, test, act, grams, Ms, draws, seed):
+def _posteriors(task, hyper, tokens, test, act, grams, Ms, draws, key):
     """Every member's posterior means, sds and effective sample sizes of the held-out order
     parameters, by NUTS on the whitened Level 1 (``kernel_limit_model(..., gram=g)``) started at
     its MAP (:func:`~bayes_attn.inference.members.member_nuts`: the first member's Laplace metric
@@ -86,7 +101,7 @@ def _posteriors(task, hyper, tokens, test, act, grams, Ms, draws, seed):
 
     starts = np.asarray(Ms).reshape(len(Ms), -1)
     run = member_nuts(logdensity, observe, starts, (np.asarray(tokens), np.asarray(grams)),
-                      key=jax.random.key(seed), num_draws=draws)  # fmt: skip
+                      key=key, num_draws=draws)  # fmt: skip
     a, b = run["draws"][..., 0], run["draws"][..., 1]  # (member, draw)
     if act == "linear":
         a, b = (np.asarray(x) for x in algebra.fold_sign(a, b))
@@ -95,22 +110,20 @@ def _posteriors(task, hyper, tokens, test, act, grams, Ms, draws, seed):
             "ess": np.asarray(ess), "leapfrogs": run["leapfrogs"].mean(1)}  # fmt: skip
 
 
-def frozen_point(cfg, hyper, i: int, j: int, *, d_model: int, posterior_draws: int = 0):
-    """One (activation, P) point: every member's exact MAP at width ``d_model`` and, with
+def frozen_point(cfg, hyper, activation: str, P: int, *, d_model: int, posterior_draws: int = 0):
+    """One point (activation, P): every member's exact MAP at width ``d_model`` and, with
     ``posterior_draws`` > 0, its posterior means (NUTS from the MAP with the first member's
     Laplace metric and 30 steps of step-size adaptation, then per member 10 dropped steps and
     ``posterior_draws`` draws). Returns ``(values, seconds)``; the values are per member unless
-    named ``theory_*``."""
+    named ``theory_*``. The old form with grid indices, ``frozen_point(cfg, hyper, i, j, ...)``,
+    warns (``DeprecationWarning``)."""
     from bayes_attn.analysis.ensembles import classify_minima
 
     task = cfg.task()
-    act, P = cfg.activations[i], cfg.Ps[j]
-    k_data = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1000 * i + j))[0]
-    tokens = np.asarray(
-        jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, cfg.members))
-    )
-    test = _held_out(cfg, task)
-    grams = member_grams(cfg, hyper, j, d_model)
+    act, P = point_values(cfg, activation, P, "frozen_point")
+    tokens = np.asarray(member_datasets(cfg, act, P))
+    test = held_out(cfg)
+    grams = member_grams(cfg, hyper, act, P, d_model)
     names = ("c1", "cG", "train_loss", "action", "n_iter", "starts_agree")
     out = {f"exact_{k}": np.full(cfg.members, np.nan) for k in names}
     seconds = {"map": 0.0, "posterior": 0.0}
@@ -133,7 +146,8 @@ def frozen_point(cfg, hyper, i: int, j: int, *, d_model: int, posterior_draws: i
         seconds["map"] += time.perf_counter() - t0
     if posterior_draws:
         t0 = time.perf_counter()
-        post = _posteriors(task, hyper, tokens, test, act, grams, Ms, posterior_draws, cfg.seed + j)
+        nuts = protocol_keys(cfg.seed).point(act, P).nuts
+        post = _posteriors(task, hyper, tokens, test, act, grams, Ms, posterior_draws, nuts)
         out.update({f"exact_post_{k}": v for k, v in post.items()})
         seconds["posterior"] += time.perf_counter() - t0
     sd = global_saddle(task, hyper, P, act)

@@ -19,7 +19,10 @@ from __future__ import annotations
 import dataclasses
 import time
 import tomllib
+import warnings
+import zlib
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +34,7 @@ import bayes_attn
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.analysis import classify_minima, final_state
+from bayes_attn.inference import resolve_key
 from bayes_attn.inference.adam import DECAYS, train_adam, warmup_steps_for
 from bayes_attn.inference.members import chain_means, sgld_program
 from bayes_attn.task import CopyTask, Hyper
@@ -158,27 +162,108 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
     return {names.get(k, k): v for k, v in m.items()}
 
 
-def _held_out(cfg: ProtocolConfig, task):
-    """The held-out sequences shared by every member and every P."""
-    return task.sample(jax.random.fold_in(jax.random.key(cfg.seed), 2**31 - 1), cfg.num_test)
+# --------------------------------------------------------------------------------------------------
+# The key layout: every key the protocol (and experiments.frozen, the same members at any width)
+# draws, by name
 
 
-def protocol_point(cfg: ProtocolConfig, hyper: Hyper, i: int, j: int, *, progress: bool = False):
-    """One (activation, P) point of the protocol: ``cfg.activations[i]`` at ``cfg.Ps[j]``.
+class PointKeys(NamedTuple):
+    """The keys of one (activation, P) point of the protocol, by purpose.
+
+    Attributes
+    ----------
+    data
+        The members' training sets (split per member, :func:`member_datasets`).
+    adam
+        :func:`~bayes_attn.inference.train_adam`'s key: the members' initial weights are
+        ``adam_keys(key=adam).init`` split per member (the embeddings that
+        :mod:`bayes_attn.experiments.frozen` rebuilds at any width).
+    sgld
+        The SGLD chains from Adam (split per member).
+    nuts
+        The exact posterior's NUTS chains of :mod:`bayes_attn.experiments.frozen`.
+    """
+
+    data: jax.Array
+    adam: jax.Array
+    sgld: jax.Array
+    nuts: jax.Array
+
+
+class ProtocolKeys(NamedTuple):
+    """The keys of the protocol, split by purpose from its seed: ``held_out`` (the held-out
+    sequences, one set for every point, :func:`held_out`) and ``points``, from which every grid
+    point's keys are folded (:meth:`point`)."""
+
+    held_out: jax.Array
+    points: jax.Array
+
+    def point(self, activation: str, P) -> PointKeys:
+        """The keys of the point (activation, P), independent of every other point's.
+
+        The point's values are folded into ``points`` (the activation's name by its CRC-32, then
+        P), so a point's keys depend on its values only, not on its place in a grid, and no two
+        points share a key (a seed is never offset by an index)."""
+        check_activation(activation)
+        P = check_int("P", P, 1)
+        name = zlib.crc32(activation.encode())
+        k = jax.random.fold_in(jax.random.fold_in(self.points, name), P)
+        return PointKeys(*jax.random.split(k, len(PointKeys._fields)))
+
+
+def protocol_keys(seed: int | None = None, key=None) -> ProtocolKeys:
+    """The protocol's keys for ``seed`` or ``key`` (seed 0 when neither): :class:`ProtocolKeys`.
+
+    :func:`protocol_point` and :mod:`bayes_attn.experiments.frozen` draw every random quantity
+    from these, so the two line up member by member."""
+    rng, _, _ = resolve_key(key, seed)
+    return ProtocolKeys(*jax.random.split(rng, len(ProtocolKeys._fields)))
+
+
+def held_out(cfg: ProtocolConfig) -> jax.Array:
+    """The held-out sequences (``cfg.num_test`` of them) shared by every member and every point."""
+    return cfg.task().sample(protocol_keys(cfg.seed).held_out, cfg.num_test)
+
+
+def member_datasets(cfg: ProtocolConfig, activation: str, P) -> jax.Array:
+    """The members' training sets at the point (activation, P): (members, P, L) tokens."""
+    keys = jax.random.split(protocol_keys(cfg.seed).point(activation, P).data, cfg.members)
+    task = cfg.task()
+    return jax.vmap(lambda k: task.sample(k, int(P)))(keys)
+
+
+def point_values(cfg, activation, P, name: str) -> tuple[str, int]:
+    """(activation, P) from values, or from the deprecated grid indices (i, j) of ``cfg``."""
+    if isinstance(activation, str):
+        return activation, check_int("P", P, 1)
+    warnings.warn(
+        f"{name}(cfg, hyper, i, j) with grid indices is deprecated and will be removed in the next "
+        f"release; pass the point's values, {name}(cfg, hyper, activation, P)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return cfg.activations[int(activation)], cfg.Ps[int(P)]
+
+
+def protocol_point(
+    cfg: ProtocolConfig, hyper: Hyper, activation: str, P: int, *, progress: bool = False
+):
+    """One point of the protocol: ``activation`` at training-set size ``P``.
 
     Returns ``(values, seconds)``: ``values`` maps names to per-member arrays (``adam_*``,
     ``sgld_*``, ``global_min``, ``adam_steps``, ``adam_drift``; ``adam_A_bar`` (member, L, L), the
     final mean attention, Z2-folded for linear) or scalars (``theory_*``, ``level1_*``). The random
-    keys depend on (seed, i, j) only, so a point gives the same numbers inside any loop or sweep.
+    keys depend on (``cfg.seed``, activation, P) only (:func:`protocol_keys`), so a point gives the
+    same numbers inside any loop, grid or sweep. The old form with grid indices,
+    ``protocol_point(cfg, hyper, i, j)``, warns (``DeprecationWarning``).
     """
+    act, P = point_values(cfg, activation, P, "protocol_point")
     task = cfg.task()
-    act, P = cfg.activations[i], cfg.Ps[j]
     soft = act == "softmax"
     seconds = {}
-    key = jax.random.key(cfg.seed)
-    test = _held_out(cfg, task)
-    k_data, k_sgld = jax.random.split(jax.random.fold_in(key, 1000 * i + j))
-    tokens = jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, cfg.members))
+    keys = protocol_keys(cfg.seed).point(act, P)
+    test = held_out(cfg)
+    tokens = member_datasets(cfg, act, P)
     t0 = time.perf_counter()
     warm = warmup_steps_for(act, cfg.max_steps, cfg.warmup_fraction)
     ds = train_adam(
@@ -188,7 +273,7 @@ def protocol_point(cfg: ProtocolConfig, hyper: Hyper, i: int, j: int, *, progres
         cfg.d_model,
         P,
         members=cfg.members,
-        seed=cfg.seed + j,
+        key=keys.adam,
         tokens=tokens,
         test_tokens=test,
         lr=cfg.lr,
@@ -226,7 +311,7 @@ def protocol_point(cfg: ProtocolConfig, hyper: Hyper, i: int, j: int, *, progres
 
     t0 = time.perf_counter()
     params = {n: jnp.asarray(ds[n].values) for n in ("W_emb", "p", "W_G", "W_O")}
-    sg = _sgld_stage(cfg, task, hyper, act, tokens, test, params, k_sgld)
+    sg = _sgld_stage(cfg, task, hyper, act, tokens, test, params, keys.sgld)
     out.update({f"sgld_{k}": v for k, v in sg.items()})
     seconds["sgld"] = time.perf_counter() - t0
 
@@ -257,7 +342,7 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
     hyper = hyper or Hyper.paper()
     seconds = {"adam": 0.0, "sgld": 0.0, "theory": 0.0}
     data = collect_grid(
-        cfg, lambda i, j: protocol_point(cfg, hyper, i, j, progress=progress), seconds,
+        cfg, lambda act, P: protocol_point(cfg, hyper, act, P, progress=progress), seconds,
         desc="protocol", progress=progress,
     )  # fmt: skip
     coords = {
@@ -275,8 +360,8 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
 
 
 def collect_grid(cfg, point, seconds: dict, *, desc: str, progress: bool = True) -> dict:
-    """Run ``point(i, j) -> (values, seconds)`` over every (activation, P) of ``cfg`` and stack the
-    values: dims (activation, P) for scalars, (activation, P, member) per member, and
+    """Run ``point(activation, P) -> (values, seconds)`` over every (activation, P) of ``cfg`` and
+    stack the values: dims (activation, P) for scalars, (activation, P, member) per member, and
     (..., query, key) for patterns. ``seconds`` is added to in place, stage by stage."""
     n_act, n_P = len(cfg.activations), len(cfg.Ps)
     values = {}
@@ -284,7 +369,7 @@ def collect_grid(cfg, point, seconds: dict, *, desc: str, progress: bool = True)
     for i, act in enumerate(cfg.activations):
         for j, P in enumerate(cfg.Ps):
             bar.set_postfix(activation=act, P=P)
-            out, sec = point(i, j)
+            out, sec = point(act, P)
             for k, v in out.items():
                 v = np.asarray(v)
                 if k not in values:

@@ -28,7 +28,6 @@ import logging
 import math
 from pathlib import Path
 
-import jax
 import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
@@ -36,7 +35,7 @@ from tqdm.auto import tqdm
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.io import write_atomic
-from bayes_attn.models.levels import LEVELS, model_at, order_parameters
+from bayes_attn.models.levels import LEVELS, model_with_data, order_parameters
 from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
@@ -244,15 +243,12 @@ def _theory_point(cfg, pt, task, hyper):
 
 def model_at_level(opts, pt, task, hyper):
     """The NumPyro model of ``opts["level"]`` (reduced, kernel or network) with its arguments and
-    keyword arguments at the point ``pt`` (activation, P, seed); a dataset is drawn from the seed."""
-    act, P, level = pt["activation"], pt["P"], opts["level"]
-    if level == "reduced":
-        return model_at(level, task, hyper, P, act, include_logdet=opts["include_logdet"])
-    P = check_int("P", P, 1)
-    tokens = task.sample(jax.random.fold_in(jax.random.key(pt["seed"]), 1), P)
-    # a sweep's batch size covers its whole P grid: at P <= batch_size the full batch is used
-    return model_at(
-        level, task, hyper, tokens, act, d_model=opts.get("d_model"),
+    keyword arguments at the point ``pt`` (activation, P, seed): :func:`model_with_data`, the
+    dataset drawn from the seed. A sweep's batch size covers its whole P grid: at P <= batch_size
+    the full batch is used."""
+    return model_with_data(
+        opts["level"], task, hyper, pt["P"], pt["activation"], seed=pt["seed"],
+        d_model=opts.get("d_model"), include_logdet=opts.get("include_logdet", False),
         batch_size=opts.get("batch_size"),
     )  # fmt: skip
 

@@ -1,6 +1,7 @@
 """Samplers over the package's NumPyro models, returning ArviZ InferenceData."""
 
 from bayes_attn.distributed import initialize_distributed, process_share
+from bayes_attn.inference._call import resolve_key
 from bayes_attn.inference.adam import (
     AdamKeys,
     adam_keys,
@@ -39,6 +40,7 @@ __all__ = [
     "merge_netcdf",
     "polynomial_decay",
     "process_share",
+    "resolve_key",
     "run_nuts",
     "run_sgld",
     "run_smc",

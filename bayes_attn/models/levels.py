@@ -2,7 +2,9 @@
 
 One table owns them: the CLI's name of each level, its NumPyro model, and the order parameters
 each activation reports. Everything that needs "which level is this model" or "which order
-parameters does this activation have" asks here.
+parameters does this activation have" asks here. It is also the one model factory:
+:func:`model_at` for a model on given data, :func:`model_with_data` for one on a dataset drawn
+from a key (the CLI's ``sample``, the sweeps and the coexistence experiments call these).
 
 ========== ======================================= =========================================
 name       model                                   what it samples
@@ -15,10 +17,18 @@ network    :func:`network_model` (Level 0)         the weights of a finite netwo
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayes_attn._validation import ACTIVATIONS, LEVELS, check_activation, check_tokens
+from bayes_attn._validation import (
+    ACTIVATIONS,
+    LEVELS,
+    check_activation,
+    check_int,
+    check_positive,
+    check_tokens,
+)
 from bayes_attn.models._sites import order_parameters
 from bayes_attn.models.kernel_limit import kernel_limit_model
 from bayes_attn.models.network import network_model
@@ -31,8 +41,13 @@ __all__ = [
     "level_name",
     "level_of",
     "model_at",
+    "model_with_data",
     "order_parameters",
 ]
+
+#: what a dataset's key folds into the run's key (:func:`model_with_data`), so that a sampler
+#: started from the same key or seed draws independently of the data
+DATASET_FOLD = 1
 
 MODELS = {
     "reduced": order_param_model,
@@ -106,3 +121,49 @@ def model_at(
     if batch_size and batch_size < np.shape(tokens)[0]:
         kw["batch_size"] = int(batch_size)
     return network_model, (task, hyper, tokens, activation, int(d_model)), kw
+
+
+def model_with_data(
+    level: str,
+    task,
+    hyper,
+    P,
+    activation: str,
+    *,
+    seed: int | None = None,
+    key=None,
+    d_model: int | None = None,
+    include_logdet: bool = False,
+    batch_size: int | None = None,
+    embeddings=None,
+):
+    """:func:`model_at` on a dataset of ``P`` sequences drawn from a key: ``(model, args, kwargs)``.
+
+    The dataset's key is ``jax.random.fold_in(key, DATASET_FOLD)``, with ``key =
+    jax.random.key(seed)`` when a seed is given (seed 0 when neither is), so that a sampler run
+    with the same seed or key draws independently of the data. ``reduced`` draws nothing: its
+    data is P itself.
+
+    Parameters
+    ----------
+    P : float (``reduced``) or int (``kernel``, ``network``)
+    seed, key
+        The run's seed or PRNG key (not both).
+    d_model, include_logdet, batch_size, embeddings
+        As in :func:`model_at`.
+    """
+    if level == "reduced":
+        P = check_positive("P", P)
+        return model_at(level, task, hyper, P, activation, include_logdet=include_logdet)
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    P = check_int("P", P, 1)
+    if key is None:
+        key = jax.random.key(check_int("seed", 0 if seed is None else seed, 0))
+    elif seed is not None:
+        raise ValueError("seed: pass a key or a seed, not both")
+    tokens = task.sample(jax.random.fold_in(key, DATASET_FOLD), P)
+    return model_at(
+        level, task, hyper, tokens, activation, d_model=d_model, include_logdet=include_logdet,
+        batch_size=batch_size, embeddings=embeddings,
+    )  # fmt: skip

@@ -28,7 +28,14 @@ from bayes_attn.theory.boundaries import (
 )
 from bayes_attn.theory.landscape import landscape
 from bayes_attn.theory.level1 import Level1Map, level1_action, level1_fit, level1_map
-from bayes_attn.theory.modes import WeightCrossing, modes, phase_weights, weight_crossing
+from bayes_attn.theory.modes import (
+    WeightCrossing,
+    inside_window,
+    modes,
+    phase_boundary,
+    phase_weights,
+    weight_crossing,
+)
 from bayes_attn.theory.saddles import Saddle, global_saddle, saddles
 
 __all__ = [
@@ -43,6 +50,7 @@ __all__ = [
     "data_exact",
     "evidence_exact",
     "global_saddle",
+    "inside_window",
     "landscape",
     "level1_action",
     "level1_fit",
@@ -52,6 +60,7 @@ __all__ = [
     "loss_per_token",
     "modes",
     "phase_boundaries",
+    "phase_boundary",
     "phase_diagram",
     "phase_weights",
     "prior_linear",

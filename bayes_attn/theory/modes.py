@@ -64,6 +64,15 @@ where the weak-copy phase holds more mass. At large chi, ``delta_F ≈ chi (s_st
 strong weight rises from 10% to 90% over ``2 log 9 / (chi |d(s_s - s_w)/dP|)`` (the slope is
 the difference of the two phases' losses, ~L, so the width falls like 1/(chi L)).
 
+The phase split
+---------------
+This module owns the Level-2 split of the softmax phases: the coexistence window
+(:func:`inside_window`, between the spinodals of
+:func:`~bayes_attn.theory.boundaries.softmax_transition`), the labels weak/strong of the modes, and
+the boundary between them (:func:`phase_boundary`, the density minimum at which the quadrature
+splits the basins). :func:`bayes_attn.analysis.phase_occupancy` counts draws against that boundary;
+the coexistence experiments start from its minima.
+
 References
 ----------
 Paper Sec. 3.3 and App. A.7; docs/theory.md §7 ("The first-order transition at finite χ");
@@ -82,7 +91,7 @@ import numpy as np
 import xarray as xr
 from scipy import optimize
 
-from bayes_attn import algebra
+from bayes_attn import _deprecation, algebra
 from bayes_attn._validation import (
     check_activation,
     check_int,
@@ -107,12 +116,17 @@ _LOG9 = math.log(9.0)
 __all__ = [
     "WeightCrossing",
     "barrier",
+    "inside_window",
     "modes",
+    "phase_boundary",
     "phase_weights",
     "softmax_minima",
-    "transition_window",
     "weight_crossing",
 ]
+
+__getattr__ = _deprecation.moved(
+    __name__, {"transition_window": "bayes_attn.theory.boundaries:softmax_transition"}
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -173,12 +187,6 @@ def _softmax_curvature(cG, P, sc: Scales):
 # Softmax: 1-D quadrature over basins
 
 
-def transition_window(sc: Scales) -> tuple:
-    """(equal-action P*, lower spinodal, upper spinodal) of the softmax action
-    (:func:`~bayes_attn.theory.boundaries.softmax_transition`, cached there)."""
-    return softmax_transition(sc)
-
-
 def _labels(aG: np.ndarray, P: float, sc: Scales) -> list[str]:
     """``weak``/``strong`` (smallest/largest aG); a lone mode by the side of the equal-action P*."""
     n = len(aG)
@@ -187,7 +195,7 @@ def _labels(aG: np.ndarray, P: float, sc: Scales) -> list[str]:
         out[int(np.argmin(aG))] = "weak"
         out[int(np.argmax(aG))] = "strong"
         return out
-    first, lo, hi = transition_window(sc)
+    first, lo, hi = softmax_transition(sc)
     threshold = first if math.isfinite(first) else math.sqrt(lo * hi)
     if not math.isfinite(threshold):
         return ["single"]  # no first-order transition: the phases are not distinct
@@ -240,6 +248,76 @@ def softmax_minima(P: float, sc: Scales) -> tuple[np.ndarray, np.ndarray, np.nda
         if hess[i] > 0 and all(abs(x[i] - x[j]) > 1e-5 * (1 + abs(x[j])) for j in keep):
             keep.append(int(i))
     return x[keep], s[keep], hess[keep]
+
+
+# --------------------------------------------------------------------------------------------------
+# The Level-2 phase split: the coexistence window and the boundary between the two phases
+
+
+def _window(task, hyper) -> tuple[Scales, float, float]:
+    """(scales, lower spinodal, upper spinodal); ValueError where the transition is not first order."""
+    sc = scales(task, hyper)
+    _, lo, hi = softmax_transition(sc)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(
+            f"task: the softmax transition is not first order at L={task.L}, V={task.V}; "
+            "there are no two phases"
+        )
+    return sc, lo, hi
+
+
+def inside_window(task, hyper, P) -> float:
+    """P moved just inside the Level-2 coexistence window (the spinodals) if it lies outside.
+
+    The margin is 1e-3 of the window's width, so both softmax minima exist at the returned P.
+
+    Raises
+    ------
+    ValueError
+        Where the softmax transition is not first order (no window).
+
+    References
+    ----------
+    docs/theory.md §7 ("The first-order transition at finite χ").
+    """
+    _, lo, hi = _window(task, hyper)
+    margin = 1e-3 * (hi - lo)
+    return min(max(float(P), lo + margin), hi - margin)
+
+
+def phase_boundary(task, hyper, P, *, include_logdet: bool = False, var: str = "aG") -> float:
+    """The density minimum between the weak- and strong-copy softmax modes at P, in ``aG`` or ``cG``.
+
+    The minima come from the grid finder of :func:`phase_weights` (:func:`softmax_minima`); the
+    split point is that of the basin quadrature (:func:`barrier`), so the exact mass above the
+    boundary is the strong weight. Where P has fewer than two minima, P is first moved just
+    inside the coexistence window (:func:`inside_window`).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``var`` or where the softmax transition is not first order (no two phases).
+
+    References
+    ----------
+    Paper Sec. 3.3; docs/theory.md §7.
+    """
+    if var not in ("aG", "cG"):
+        raise ValueError(f"var must be 'aG' or 'cG' for a default boundary, got {var!r}")
+    sc, _, _ = _window(task, hyper)
+    P = float(P)
+    x, _, _ = softmax_minima(P, sc)
+    if len(x) < 2:
+        P = inside_window(task, hyper, P)
+        x, _, _ = softmax_minima(P, sc)
+    if len(x) < 2:
+        raise ValueError(f"P: found {len(x)} softmax mode(s) near P = {P}")
+    x = np.sort(x)
+    args = (jnp.float64(P), jnp.float64(hyper.chi), sc, bool(include_logdet))
+    cut = float(barrier(x[-2], x[-1], *args))
+    if var == "cG":
+        return cut
+    return float(algebra.softmax_order(jnp.float64(cut), task.L)[1])
 
 
 def _logdet_softmax(x, P, sc):
@@ -641,7 +719,7 @@ def weight_crossing(
     xtol = check_positive("xtol", xtol)
     sc = scales(task, hyper)
     chi = float(hyper.chi)
-    first, lo, hi = transition_window(sc)
+    first, lo, hi = softmax_transition(sc)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(
             f"task: the softmax transition is not first order at L={task.L}, V={task.V} "

@@ -59,7 +59,8 @@ if "level2" in parts:
     )
     for P in (weight_crossing(ptask, phyper).P_cross, 1200.0 * phyper.sigma2 / 131.8):
         t = time.perf_counter()
-        ds = phase_free_energies(ptask, phyper, P, "reduced", num_particles=500, replicates=3)
+        ds = phase_free_energies(ptask, phyper, P, "reduced", include_logdet=True,
+                                 smc_options={"num_particles": 500, "replicates": 3})  # fmt: skip
         m = modes(ptask, phyper, P, "softmax", include_logdet=True)
         exact = dict(zip(map(str, m.phase.values), map(float, m.log_weight.values), strict=True))
         w, s = ds.sel(phase="weak"), ds.sel(phase="strong")
@@ -118,7 +119,8 @@ if "smc" in parts:
             raise SystemExit(f"row: {level}:{P} is not one of {ROWS}")
         kw = {"embeddings": emb} if level == "network" else {}
         t = time.perf_counter()
-        ds = phase_free_energies(task, hyper, pool[:P], level, replicates=2, **kw)
+        ds = phase_free_energies(task, hyper, pool[:P], level, include_logdet=True,
+                                 smc_options={"replicates": 2}, **kw)  # fmt: skip
         wall = time.perf_counter() - t
         print(table_row(f"{level}, P = {P}", ds, wall), flush=True)
         write_row(

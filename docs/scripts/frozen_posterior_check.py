@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import jax
 import numpy as np
 import xarray as xr
 
@@ -21,7 +20,7 @@ import bayes_attn as ba
 from bayes_attn import _arviz as az
 from bayes_attn import algebra
 from bayes_attn.experiments import frozen
-from bayes_attn.experiments.protocol import ProtocolConfig, _held_out
+from bayes_attn.experiments.protocol import ProtocolConfig, held_out, member_datasets
 from bayes_attn.inference import run_nuts
 from bayes_attn.models.kernel_limit import kernel_limit_model
 from bayes_attn.theory.level1 import level1_map
@@ -36,13 +35,9 @@ def main():
     args = ap.parse_args()
     cfg, hyper = ProtocolConfig.paper(), ba.Hyper.paper()
     task, act, P, m = cfg.task(), args.act, args.P, args.member
-    i, j = list(cfg.activations).index(act), list(cfg.Ps).index(P)
-    k_data = jax.random.split(jax.random.fold_in(jax.random.key(cfg.seed), 1000 * i + j))[0]
-    tokens = np.asarray(
-        jax.vmap(lambda k: task.sample(k, P))(jax.random.split(k_data, cfg.members))
-    )
-    test = np.asarray(_held_out(cfg, task))
-    g = frozen.member_grams(cfg, hyper, j, 10_000)[m]
+    tokens = np.asarray(member_datasets(cfg, act, P))
+    test = np.asarray(held_out(cfg))
+    g = frozen.member_grams(cfg, hyper, act, P, 10_000)[m]
     M0 = np.asarray(level1_map(task, hyper, tokens[m], act, gram=g).M)
     t0 = time.perf_counter()
     idata = run_nuts(kernel_limit_model, model_args=(task, hyper, tokens[m], act),
