@@ -16,31 +16,19 @@ A quick look in a few minutes (what ``make demo`` runs)::
     mkdir -p out && bayes-attn figures --out out/figures --quick
 """
 
-from bayes_attn.experiments.protocol import PAPER_PS
-from bayes_attn.experiments.sweep import SweepConfig
-
-QUICK_PS = (20, 100, 300, 800)
+from bayes_attn.experiments.protocol import ProtocolConfig
+from bayes_attn.experiments.sweep import protocol_sweep
 
 
-def protocol(quick: bool = False) -> SweepConfig:
+def protocol(quick: bool = False):
     """The paper protocol (Table 1, our learning rates: ``ProtocolConfig.paper()``): Adam
     ensembles of width 256, then SGLD from Adam, both activations, against the Level-2 saddle and
     the Level-1 MAP on the first member's dataset.
 
-    ``quick``: four P values, three members of width 32, short SGLD.
+    ``quick``: the quick preset, ``ProtocolConfig.quick()`` (four P values, three members of
+    width 32, short SGLD).
     """
-    if quick:
-        options = dict(
-            members=3,
-            num_test=50,
-            d_model=32,
-            max_steps=300,
-            sgld_warmup=20,
-            sgld_samples=20,
-            level1=False,
-        )
-        return SweepConfig(kind="protocol", P=QUICK_PS, options=options)
-    return SweepConfig(kind="protocol", P=PAPER_PS)
+    return protocol_sweep(ProtocolConfig.quick() if quick else ProtocolConfig.paper())
 
 
 def _theory_grid(quick: bool) -> dict:
@@ -59,7 +47,7 @@ def fig1(quick: bool = False) -> dict:
         figure="attention_and_loss",
         sweeps={"protocol": protocol(quick)},
         theory=_theory_grid(quick),
-        show_P=QUICK_PS,
+        show_P=ProtocolConfig.quick().Ps,  # the quick grid is the four P values shown
     )
 
 

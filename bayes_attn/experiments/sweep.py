@@ -155,8 +155,8 @@ def _known_options(kind: str) -> dict:
     if kind == "protocol":
         from bayes_attn.experiments.protocol import ProtocolConfig
 
-        skip = {"L", "V", "Ps", "activations", "seed"}
-        return {f.name: f.default for f in dataclasses.fields(ProtocolConfig) if f.name not in skip}
+        fields = dataclasses.fields(ProtocolConfig)
+        return {f.name: f.default for f in fields if f.name not in _PROTOCOL_GRID}
     return DEFAULTS[kind]
 
 
@@ -250,6 +250,18 @@ class SweepConfig:
         for d in GRID:
             a[d], b[d] = sorted(a[d]), sorted(b[d])
         return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+_PROTOCOL_GRID = {"L": "L", "V": "V", "Ps": "P", "activations": "activation", "seed": "seed"}
+
+
+def protocol_sweep(protocol, hyper: dict | None = None) -> SweepConfig:
+    """The ``protocol`` sweep of a :class:`~bayes_attn.experiments.protocol.ProtocolConfig`: its
+    P values and activations as the grid, its other fields as the options."""
+    fields = dataclasses.asdict(protocol)
+    grid = {new: fields.pop(old) for old, new in _PROTOCOL_GRID.items()}
+    grid.update(L=(grid["L"],), V=(grid["V"],), seed=(grid["seed"],))
+    return SweepConfig(kind="protocol", **grid, hyper=dict(hyper or {}), options=fields)
 
 
 def _check_theory_range(cfg: SweepConfig) -> None:
