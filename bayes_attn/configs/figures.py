@@ -2,10 +2,14 @@
 
 Each function takes ``quick`` and returns a plain dict:
 
-- ``figure``: which builder of :mod:`bayes_attn.plotting.figures` draws it;
+- ``figure``: which figure it is: :mod:`bayes_attn.experiments.figures` computes its data and
+  :mod:`bayes_attn.plotting.figures` draws it;
 - ``sweeps``: name -> :class:`~bayes_attn.experiments.sweep.SweepConfig`, run resumably into
   ``<out>/<name>.nc``; figures that name the same sweep share it (their configs must agree);
 - the theory grids and sampler settings the figure needs.
+
+The protocol sweep of every figure comes from ``ProtocolConfig.paper()`` or, with ``quick``, from
+``ProtocolConfig.quick()``, the one quick preset.
 
 Reproduce everything (about 15 min on the 2-core CPU at Table 1, docs/figures/paper)::
 
