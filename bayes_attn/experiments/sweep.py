@@ -617,15 +617,14 @@ class _SharedFile:
             if not self.path.exists():
                 write_atomic(_empty(cfg), self.path)
             ds = load_sweep(self.path)
-            cfg = _file_config(ds, cfg, self.path)
-            self.claims.mkdir(exist_ok=True)
-            return cfg, ds
+            return _file_config(ds, cfg, self.path), ds
 
     def claim_next(self, todo) -> _Next:
         """Under the lock: the file as it is now, and the first point of ``todo`` that is neither
         done nor claimed by a live process, claimed (no point when there is none)."""
         with self.lock():
             ds = load_sweep(self.path)
+            self.claims.mkdir(exist_ok=True)
             for idx, pt in todo:
                 if ds["done"].values[idx]:
                     continue
@@ -633,6 +632,11 @@ class _SharedFile:
                 if claim.acquire():
                     return _Next(ds, idx, pt, claim)
             return _Next(ds, None, None, None)
+
+    def tidy(self) -> None:
+        """Remove the claims' folder once it is empty (every point done)."""
+        with self.lock(), contextlib.suppress(OSError):
+            self.claims.rmdir()
 
     def store(self, cfg: SweepConfig, idx: tuple, result: dict) -> xr.Dataset:
         """Under the lock: add one point's result to the file as it is now."""
@@ -696,12 +700,15 @@ def run_sweep(
     done = lambda ds: sum(bool(ds["done"].values[idx]) for idx, _ in mine)  # noqa: E731
     if 0 < done(ds) < len(mine):
         log.info("resuming %s: %d of %d points already done", path, done(ds), len(mine))
-    computed, before = 0, done(ds)
+    computed, before, waited = 0, done(ds), False
     with tqdm(total=len(mine), initial=before, disable=not progress, desc=cfg.kind) as bar:
         while done(ds) < len(mine):
             nxt = shared.claim_next(mine)
             ds = nxt.ds
             if nxt.claim is None:  # every point left is being computed by another process
+                if not waited:
+                    log.info("%s: waiting for the points other processes are computing", path)
+                waited = True
                 time.sleep(poll)
             else:
                 try:
@@ -713,8 +720,7 @@ def run_sweep(
             bar.update(done(ds) - bar.n)
     if computed < len(mine) - before:
         log.info("%s: this process computed %d of the %d points", path, computed, len(mine))
-    with contextlib.suppress(OSError):
-        shared.claims.rmdir()  # empty once every point is done
+    shared.tidy()
     return ds
 
 
