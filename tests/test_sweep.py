@@ -309,3 +309,17 @@ def test_one_quick_protocol_preset():
     quick = ProtocolConfig.quick()
     assert ProtocolConfig.from_toml(configs / "protocol_quick.toml") == quick
     assert figures.protocol(quick=True) == protocol_sweep(quick)
+
+
+def test_moved_names_still_work_and_warn():
+    """sweep.ORDER is models._sites.ORDER_PARAMETERS; the figure configs' loader moved from
+    plotting.figures to experiments.figures (the data half of the figures)."""
+    import bayes_attn.experiments.sweep as sweep
+    import bayes_attn.plotting.figures as figures
+    from bayes_attn.experiments import figures as data
+    from bayes_attn.models._sites import ORDER_PARAMETERS
+
+    with pytest.warns(DeprecationWarning, match="models._sites.ORDER_PARAMETERS"):
+        assert sweep.ORDER == ORDER_PARAMETERS
+    with pytest.warns(DeprecationWarning, match="experiments.figures.load_configs"):
+        assert figures.load_configs is data.load_configs
