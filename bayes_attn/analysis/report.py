@@ -29,17 +29,13 @@ def theory_report(task, hyper, Ps, activations) -> dict:
     """The preset, the phase boundaries of ``activations`` and, at every P, the global saddle
     (its order parameters, loss and action) with its metastable minima: a JSON-ready dict.
 
-    ``ValueError`` before any work for a P beyond :func:`bayes_attn.theory.saddles.max_P`."""
+    ``ValueError`` before any work for a P the theory cannot answer
+    (:func:`bayes_attn.theory.saddles.check_P_in_range`)."""
     from bayes_attn import theory
-    from bayes_attn.theory.saddles import max_P
+    from bayes_attn.theory.saddles import check_P_in_range
 
-    top = max_P(task, hyper)
-    too_large = [P for P in Ps if P > top]
-    if too_large:
-        raise ValueError(
-            f"P must be <= {top:.3g} at L={task.L}, sigma^2={hyper.sigma2:g} (the float64 "
-            f"reduced action loses its digits beyond it), got {max(too_large):g}"
-        )
+    for P in Ps:
+        check_P_in_range(task, hyper, P)
     b = theory.phase_boundaries(task, hyper)
     report = {
         "preset": {"L": task.L, "V": task.V, **hyper.as_dict()},

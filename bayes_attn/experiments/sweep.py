@@ -266,14 +266,9 @@ def protocol_sweep(protocol, hyper: dict | None = None) -> SweepConfig:
 
 def _check_theory_range(cfg: SweepConfig) -> None:
     """P within the range where the float64 reduced action is accurate (at the longest L)."""
-    from bayes_attn.theory.saddles import max_P
+    from bayes_attn.theory.saddles import check_P_in_range
 
-    top = max_P(CopyTask(max(cfg.L), 2), Hyper(**cfg.hyper))
-    if max(cfg.P) > top:
-        raise ValueError(
-            f"P must be <= {top:.3g} at L={max(cfg.L)}, sigma^2={cfg.hyper['sigma2']:g} (the float64 "
-            f"reduced action loses its digits beyond it), got {max(cfg.P):g}"
-        )
+    check_P_in_range(CopyTask(max(cfg.L), 2), Hyper(**cfg.hyper), max(cfg.P))
 
 
 def read_sweep_table(path) -> dict:

@@ -148,6 +148,18 @@ def max_P(task, hyper) -> float:
     return MAX_DATA_SCALE * 2 * float(hyper.sigma2) / task.L
 
 
+def check_P_in_range(task, hyper, P) -> float:
+    """``P`` if :func:`saddles` can answer it (positive, at most :func:`max_P`), else
+    ``ValueError`` naming the largest P: a check to make before any work."""
+    P = check_positive("P", P)
+    if P > max_P(task, hyper):
+        raise ValueError(
+            f"P must be <= {max_P(task, hyper):.3g} at L={task.L}, sigma^2={hyper.sigma2:g} (the "
+            f"float64 reduced action loses its digits beyond it), got {P:g}"
+        )
+    return P
+
+
 def saddles(task, hyper, P, activation: str) -> list[Saddle]:
     """Every local minimum of the reduced action at training-set size P, the global one first.
 
@@ -170,12 +182,7 @@ def saddles(task, hyper, P, activation: str) -> list[Saddle]:
     Paper Sec. 3.3, Fig. 2; docs/theory.md §7.
     """
     check_activation(activation)
-    P = check_positive("P", P)
-    if P > max_P(task, hyper):
-        raise ValueError(
-            f"P must be <= {max_P(task, hyper):.3g} at L={task.L}, sigma^2={hyper.sigma2:g} (the "
-            f"float64 reduced action loses its digits beyond it), got {P:g}"
-        )
+    P = check_P_in_range(task, hyper, P)
     sc = scales(task, hyper)
     pts, vals, gnorm, lam = (np.asarray(a) for a in candidates(activation, jnp.float64(P), sc))
     ok = (gnorm <= 1e-7 * np.maximum(1.0, np.abs(vals))) & (lam > 0) & np.isfinite(vals)
