@@ -6,14 +6,24 @@ Results go to stdout, the log and progress bars to stderr. Bad arguments, includ
 that cannot be written, get one line on stderr and exit status 2 before any work starts; set
 ``BAYES_ATTN_DEBUG=1`` to see the traceback instead. ``-q`` and ``-v`` go before or after the
 subcommand.
+
+This module only parses and reports: the work is the library's (:mod:`bayes_attn.analysis.report`,
+:mod:`bayes_attn.experiments.runs`, :mod:`bayes_attn.experiments.sweep`,
+:mod:`bayes_attn.plotting.figures`), and every default of a sampler or of the trainer is read from
+its one home (the samplers' signatures, :class:`bayes_attn.inference.adam.AdamSettings`, the
+sweep's ``DEFAULTS``) when it is first needed, so that building the command line stays light.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import json
 import logging
 import math
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -24,8 +34,6 @@ from click.core import ParameterSource
 from bayes_attn._validation import ACTIVATIONS, LEVELS  # light: no models are loaded
 
 log = logging.getLogger("bayes_attn")
-
-_ORDER_PARAMETERS = ("c1", "cG", "a1", "aG")
 
 
 class _Floats(click.ParamType):
@@ -48,12 +56,22 @@ class _Floats(click.ParamType):
 FLOATS, INTS = _Floats(float), _Floats(int)
 
 
+def _writable(path: Path, folder: bool) -> bool:
+    """``os.access`` says yes, and so do the mode bits: root passes every access check, but a
+    file or folder without any write bit was made read-only on purpose."""
+    bits = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+    return os.access(path, os.W_OK | (os.X_OK if folder else 0)) and bool(
+        path.stat().st_mode & bits
+    )
+
+
 class _OutPath(click.Path):
     """An output path, checked when the command line is parsed, before any work starts.
 
     A file (``folder=False``): its parent must be an existing, writable folder, and the path, if it
     exists, a writable file. A folder (``folder=True``): it may not exist yet, but then its parent
-    must be an existing, writable folder; if it exists it must be a writable folder.
+    must be an existing, writable folder; if it exists it must be a writable folder. Writable means
+    by ``os.access`` and by the mode bits (a read-only file is refused, root or not).
     """
 
     def __init__(self, folder: bool = False):
@@ -67,15 +85,16 @@ class _OutPath(click.Path):
             if path.is_dir() != self.folder:
                 kind = "file" if self.folder else "folder"
                 self.fail(f"{str(path)!r} is a {kind}, not a {what}", param, ctx)
-            if not os.access(path, os.W_OK | (os.X_OK if self.folder else 0)):
-                self.fail(f"{what} {str(path)!r} is not writable", param, ctx)
+            if not _writable(path, self.folder):
+                mode = stat.filemode(path.stat().st_mode)
+                self.fail(f"{what} {str(path)!r} is not writable ({mode})", param, ctx)
             return os.fsdecode(value)
         parent = path.parent
         if not parent.exists():
             self.fail(f"folder {str(parent)!r} does not exist (create it first)", param, ctx)
         if not parent.is_dir():
             self.fail(f"{str(parent)!r} is not a folder", param, ctx)
-        if not os.access(parent, os.W_OK | os.X_OK):
+        if not _writable(parent, folder=True):
             self.fail(f"cannot write into the folder {str(parent)!r}", param, ctx)
         return os.fsdecode(value)
 
@@ -97,6 +116,55 @@ class _RequiredUnlessConfig(click.Option):
         extra = super().get_help_extra(ctx)
         extra["required"] = "required unless --config sets it"
         return extra
+
+
+class _Default:
+    """A default that lives in its one home, read when first needed (so that building the command
+    line imports nothing heavy): ``_Default("module", "name", "key", ...)`` is
+    ``module.name[key]...``, where a function's parameter is read from its signature. ``--help``
+    shows the value."""
+
+    def __init__(self, module: str, *path: str):
+        self.module, self.path = module, path
+
+    def __call__(self):
+        obj = importlib.import_module(self.module)
+        for name in self.path:
+            if isinstance(obj, dict):
+                obj = obj[name]
+            elif inspect.isfunction(obj):
+                obj = inspect.signature(obj).parameters[name].default
+            else:
+                obj = getattr(obj, name)
+        return obj
+
+    def __str__(self):
+        return str(self())
+
+
+def _sweep_default(kind: str, name: str) -> _Default:
+    """The default of ``name`` in a ``kind`` sweep (its value's home: the sampler's signature or
+    :class:`~bayes_attn.inference.adam.AdamSettings`, which the sweep's ``DEFAULTS`` read)."""
+    return _Default("bayes_attn.experiments.sweep", "DEFAULTS", kind, name)
+
+
+def _grouped(name: str, options: list, build=dict):
+    """Options that reach the command as one parameter, ``name`` = ``build(**their values)``."""
+
+    def decorate(f):
+        @functools.wraps(f)
+        def command(*args, **kwargs):
+            values = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+            return f(*args, **kwargs, **{name: build(**values)})
+
+        names = set()
+        for opt in reversed(options):
+            before = len(getattr(command, "__click_params__", []))
+            command = opt(command)
+            names.update(p.name for p in command.__click_params__[before:])
+        return command
+
+    return decorate
 
 
 def _configure_logging(obj: dict) -> None:
@@ -150,9 +218,18 @@ def _verbosity_options(f):
     return f
 
 
-def _preset_options(f):
-    """--L, --V, --chi, --g-w, --g-o, --sigma2: overrides of the paper preset (Table 1)."""
-    opts = [
+def _preset(L, V, chi, g_w, g_o, sigma2):
+    from bayes_attn import CopyTask, Hyper
+
+    task = CopyTask(L if L is not None else 25, V if V is not None else 5)
+    changes = dict(chi=chi, g_w=g_w, g_o=g_o, sigma2=sigma2)
+    return task, Hyper.paper().replace(**{k: v for k, v in changes.items() if v is not None})
+
+
+# --L, --V, --chi, --g-w, --g-o, --sigma2: overrides of the paper preset (Table 1), as ``preset``
+_preset_options = _grouped(
+    "preset",
+    [
         click.option("--L", "L", type=int, default=None, show_default="25", help="sequence length"),
         click.option("--V", "V", type=int, default=None, show_default="5", help="vocabulary size"),
         click.option(
@@ -165,27 +242,15 @@ def _preset_options(f):
         click.option(
             "--sigma2", type=float, default=None, show_default="30", help="noise scale sigma^2"
         ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+    ],
+    build=_preset,
+)
 
 
-def _preset(L, V, chi, g_w, g_o, sigma2):
-    from bayes_attn import CopyTask, Hyper
-
-    task = CopyTask(L if L is not None else 25, V if V is not None else 5)
-    changes = dict(chi=chi, g_w=g_w, g_o=g_o, sigma2=sigma2)
-    return task, Hyper.paper().replace(**{k: v for k, v in changes.items() if v is not None})
-
-
-def _activations(activation: str) -> tuple[str, ...]:
-    return ACTIVATIONS if activation == "both" else (activation,)
-
-
-def _distributed_options(f):
-    """--coordinator, --num-processes, --process-id (or BAYES_ATTN_* environment variables)."""
-    opts = [
+# --coordinator, --num-processes, --process-id (or BAYES_ATTN_* variables), as ``process``
+_distributed_options = _grouped(
+    "process",
+    [
         click.option(
             "--coordinator",
             envvar="BAYES_ATTN_COORDINATOR",
@@ -209,21 +274,49 @@ def _distributed_options(f):
             default=0,
             help="multi-host: this process's id",
         ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+    ],
+)
+
+
+def _start_processes(process: dict):
+    """Register this process with ``jax.distributed`` (before JAX starts its backend)."""
+    from bayes_attn.distributed import initialize_distributed
+
+    return initialize_distributed(
+        process["coordinator"], process["num_processes"], process["process_id"]
+    )
+
+
+def _activations(activation: str) -> tuple[str, ...]:
+    return ACTIVATIONS if activation == "both" else (activation,)
+
+
+def _json_default(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return float(x)
 
 
 # --------------------------------------------------------------------------------------------------
 
 
+class _Root(click.Group):
+    """The group, whose usage with no subcommand is its help (not an error)."""
+
+    def parse_args(self, ctx, args):
+        if not args and not ctx.resilient_parsing:
+            click.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+
 @click.group(
+    cls=_Root,
     context_settings={
         "help_option_names": ["-h", "--help"],
         "max_content_width": 100,
         "show_default": True,
-    }
+    },
 )
 @click.option("-q", "--quiet", is_flag=True, help=_QUIET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help=_VERBOSE_HELP)
@@ -240,17 +333,6 @@ def cli(ctx, quiet, verbose):
     """
     ctx.obj = {"quiet": quiet, "verbose": verbose}
     _configure_logging(ctx.obj)
-
-
-_BOUNDARY_ACTIVATION = {  # which activation each field of PhaseBoundaries belongs to
-    "second_order": "linear",
-    "second_order_closed_form": "linear",
-    "second_order_leading": "linear",
-    "crossover": "linear",
-    "crossover_markers": "linear",
-    "first_order": "softmax",
-    "spinodals": "softmax",
-}
 
 
 @cli.command()
@@ -270,73 +352,72 @@ _BOUNDARY_ACTIVATION = {  # which activation each field of PhaseBoundaries belon
 )
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables")
 @_verbosity_options
-def theory(L, V, chi, g_w, g_o, sigma2, Ps, activation, as_json):
+def theory(preset, Ps, activation, as_json):
     """Saddle points and phase boundaries of the reduced theory (Level 2)."""
-    from bayes_attn import theory as th
     from bayes_attn._validation import check_positive
+    from bayes_attn.analysis.report import theory_report, theory_text
 
-    task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
+    task, hyper = preset
+    if not Ps:
+        raise click.BadParameter("list at least one value", param_hint="--P")
     Ps = tuple(check_positive("P", P) for P in Ps)
-    acts = _activations(activation)
-    b = th.phase_boundaries(task, hyper)
-    report = {
-        "preset": {
-            "L": task.L,
-            "V": task.V,
-            **{k: getattr(hyper, k) for k in ("chi", "g_w", "g_o", "sigma2")},
-        },
-        "boundaries": {
-            k: v
-            for k, v in b.as_dict().items()
-            if not isinstance(v, dict) and _BOUNDARY_ACTIVATION.get(k, acts[0]) in acts
-        },
-        "saddles": [],
-    }
-    for act in acts:
-        for P in Ps:
-            found = th.saddles(task, hyper, P, act)
-            entry = {"activation": act, "P": P, **found[0].order_parameters()}
-            entry.update(loss=found[0].loss, action=found[0].action)
-            entry["metastable"] = [m.order_parameters() for m in found[1:]]
-            report["saddles"].append(entry)
+    report = theory_report(task, hyper, Ps, _activations(activation))
     if as_json:
         click.echo(json.dumps(report, indent=2, default=_json_default))
-        return
-    click.echo(
-        f"preset: L={task.L}, V={task.V}, chi={hyper.chi:g}, g_W={hyper.g_w:g}, "
-        f"g_O={hyper.g_o:g}, sigma^2={hyper.sigma2:g}\n"
-    )
-    rows = [
-        ("linear", "second-order P* (numeric)", b.second_order),
-        ("linear", "second-order P* (closed form)", b.second_order_closed_form),
-        ("linear", "crossover (max d cG / d log P)", b.crossover),
-        ("softmax", "first-order P* (equal action)", b.first_order),
-        ("softmax", "lower spinodal", b.spinodals[0]),
-        ("softmax", "upper spinodal", b.spinodals[1]),
-    ]
-    click.echo("phase boundaries (training sequences P)")
-    for act, name, value in rows:
-        if act in acts:
-            click.echo(f"  {act + ', ' + name:42s} {value:10.3f}")
-    from bayes_attn.models.levels import order_parameters
-
-    for act in acts:
-        q = order_parameters(act)
-        click.echo(f"\n{act} attention: global saddle (metastable minima in brackets)")
-        click.echo(f"  {'P':>8} {q[0]:>8} {q[1]:>8} {'loss':>8}")
-        for e in report["saddles"]:
-            if e["activation"] != act:
-                continue
-            extra = "".join(
-                f" [{q[0]}={m[q[0]]:.3f}, {q[1]}={m[q[1]]:.3f}]" for m in e["metastable"]
-            )
-            click.echo(f"  {e['P']:8.6g} {e[q[0]]:8.4f} {e[q[1]]:8.4f} {e['loss']:8.4f}{extra}")
+    else:
+        click.echo(theory_text(report))
 
 
-def _json_default(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return float(x)
+def _sampler_run(sampler, chains, warmup, samples, step_size, particles) -> dict:
+    """The keywords of the sampler's run function, from its options."""
+    if sampler == "smc":
+        return dict(num_particles=particles)
+    run = dict(num_chains=chains, num_warmup=warmup, num_samples=samples)
+    return {**run, "step_size": step_size} if sampler == "sgld" else run
+
+
+_sampler_options = _grouped(
+    "run",
+    [
+        click.option(
+            "--sampler",
+            type=click.Choice(("nuts", "sgld", "smc")),
+            default="nuts",
+            help="NUTS, stochastic-gradient Langevin dynamics or adaptive tempered SMC",
+        ),
+        click.option(
+            "--chains",
+            type=click.IntRange(min=1),
+            default=_sweep_default("nuts", "num_chains"),
+            help="chains (NUTS, SGLD)",
+        ),
+        click.option(
+            "--warmup",
+            type=click.IntRange(min=0),
+            default=_sweep_default("nuts", "num_warmup"),
+            help="warm-up steps per chain (NUTS, SGLD)",
+        ),
+        click.option(
+            "--samples",
+            type=click.IntRange(min=1),
+            default=_sweep_default("nuts", "num_samples"),
+            help="draws per chain (NUTS, SGLD)",
+        ),
+        click.option(
+            "--step-size",
+            type=float,
+            default=_sweep_default("sgld", "step_size"),
+            help="SGLD step size",
+        ),
+        click.option(
+            "--particles",
+            type=click.IntRange(min=2),
+            default=_Default("bayes_attn.inference.smc", "run_smc", "num_particles"),
+            help="SMC particles per run",
+        ),
+    ],
+    build=lambda sampler, **options: (sampler, _sampler_run(sampler, **options)),
+)
 
 
 @cli.command()
@@ -348,28 +429,18 @@ def _json_default(x):
     help="order parameters (Level 2), kernel limit (Level 1) or the finite network (Level 0)",
 )
 @click.option(
-    "--sampler",
-    type=click.Choice(("nuts", "sgld", "smc")),
-    default="nuts",
-    help="NUTS, stochastic-gradient Langevin dynamics or adaptive tempered SMC",
-)
-@click.option(
     "--activation", type=click.Choice(ACTIVATIONS), default="linear", help="attention activation"
 )
 @click.option(
     "--P", "P", type=float, default=400.0, help="training sequences (an integer below Level 2)"
 )
 @click.option(
-    "--d-model", type=click.IntRange(min=1), default=16, help="network width (level network)"
+    "--d-model",
+    type=click.IntRange(min=1),
+    default=_sweep_default("nuts", "d_model"),
+    help="network width (level network)",
 )
-@click.option("--chains", type=click.IntRange(min=1), default=4, help="chains (NUTS, SGLD)")
-@click.option(
-    "--warmup", type=click.IntRange(min=0), default=500, help="warm-up steps per chain (NUTS, SGLD)"
-)
-@click.option(
-    "--samples", type=click.IntRange(min=1), default=500, help="draws per chain (NUTS, SGLD)"
-)
-@click.option("--step-size", type=float, default=1e-4, help="SGLD step size")
+@_sampler_options
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
@@ -377,98 +448,68 @@ def _json_default(x):
     show_default="P, the full batch",
     help="SGLD minibatch (sequences)",
 )
-@click.option(
-    "--particles", type=click.IntRange(min=2), default=2000, show_default=True, help="SMC particles"
-)
 @click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
 @_out_option("posterior.nc", help="InferenceData NetCDF file (its folder must exist)")
 @_fold_option
 @_verbosity_options
 @click.pass_context
-def sample(
-    ctx,
-    L,
-    V,
-    chi,
-    g_w,
-    g_o,
-    sigma2,
-    level,
-    sampler,
-    activation,
-    P,
-    d_model,
-    chains,
-    warmup,
-    samples,
-    step_size,
-    batch_size,
-    particles,
-    seed,
-    out,
-    fold,
-):
+def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, out, fold):
     """Sample a posterior with NUTS, SGLD or tempered SMC; write NetCDF and print diagnostics."""
     from bayes_attn._validation import check_positive
-    from bayes_attn.analysis import diagnose
-    from bayes_attn.experiments.sweep import model_at_level
-    from bayes_attn.inference import run_nuts, run_sgld, run_smc
 
-    task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
+    sampler, options = run
     P = check_positive("P", P)  # every check before the log line and the sampling
-    step_size = check_positive("step_size", step_size)
-    opts = dict(
-        level=level,
-        d_model=d_model,
-        include_logdet=False,
-        batch_size=batch_size if sampler == "sgld" else None,
-    )
-    model, args, kw = model_at_level(
-        opts, {"activation": activation, "P": P, "seed": seed}, task, hyper
-    )
-    progress = ctx.obj["progress"]
+    if "step_size" in options:
+        options["step_size"] = check_positive("step_size", options["step_size"])
+    from bayes_attn import _arviz as az
+    from bayes_attn.analysis import diagnose
+    from bayes_attn.experiments.runs import sample_posterior
+    from bayes_attn.models._sites import ORDER_PARAMETERS
+
     t0 = time.perf_counter()
     log.info("%s on the %s model, %s attention, P=%g", sampler, level, activation, P)
-    if sampler == "nuts":
-        idata = run_nuts(
-            model,
-            model_args=args,
-            model_kwargs=kw,
-            num_chains=chains,
-            num_warmup=warmup,
-            num_samples=samples,
-            seed=seed,
-            progress_bar=progress,
-        )
-    elif sampler == "sgld":
-        idata = run_sgld(
-            model,
-            model_args=args,
-            model_kwargs=kw,
-            num_chains=chains,
-            num_warmup=warmup,
-            num_samples=samples,
-            step_size=step_size,
-            seed=seed,
-            progress_bar=progress,
-        )
-    else:
-        idata = run_smc(
-            model,
-            model_args=args,
-            model_kwargs=kw,
-            num_particles=particles,
-            seed=seed,
-            progress_bar=progress,
-        )
-    from bayes_attn import _arviz as az
-
+    idata = sample_posterior(
+        sampler, level, activation, P, *preset, seed=seed, d_model=d_model,
+        batch_size=batch_size, progress=ctx.obj["progress"], **options,
+    )  # fmt: skip
     az.to_netcdf(idata, out)
     log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
-    names = [q for q in _ORDER_PARAMETERS if q in idata.posterior]
+    names = [q for q in ORDER_PARAMETERS if q in idata.posterior]
     click.echo(diagnose(idata, var_names=names or None, fold=fold))
     if "log_evidence" in idata.posterior.attrs:
         click.echo(f"log evidence: {idata.posterior.attrs['log_evidence']:.4f}")
+
+
+def _adam_settings(**changes):
+    from bayes_attn.inference.adam import AdamSettings
+
+    return AdamSettings(**changes)
+
+
+_adam_options = _grouped(
+    "adam",
+    [
+        click.option(
+            "--lr",
+            type=float,
+            default=_sweep_default("adam", "lr"),
+            help="Adam learning rate (after the warm-up)",
+        ),
+        click.option(
+            "--max-steps",
+            type=click.IntRange(min=1),
+            default=_sweep_default("adam", "max_steps"),
+            help="full-batch steps at most",
+        ),
+        click.option(
+            "--patience",
+            type=click.IntRange(min=0),
+            default=_sweep_default("adam", "patience"),
+            help="early stopping: steps without improvement of the objective",
+        ),
+    ],
+    build=_adam_settings,
+)
 
 
 @cli.command()
@@ -477,18 +518,19 @@ def sample(
     "--activation", type=click.Choice(ACTIVATIONS), default="linear", help="attention activation"
 )
 @click.option("--P", "P", type=click.IntRange(min=1), default=400, help="training sequences")
-@click.option("--d-model", type=click.IntRange(min=1), default=64, help="network width")
-@click.option("--members", type=click.IntRange(min=1), default=4, help="ensemble members")
-@click.option("--lr", type=float, default=1e-2, help="Adam learning rate (after the warm-up)")
 @click.option(
-    "--max-steps", type=click.IntRange(min=1), default=300, help="full-batch steps at most"
+    "--d-model",
+    type=click.IntRange(min=1),
+    default=_sweep_default("adam", "d_model"),
+    help="network width",
 )
 @click.option(
-    "--patience",
-    type=click.IntRange(min=0),
-    default=100,
-    help="early stopping: steps without improvement of the objective",
+    "--members",
+    type=click.IntRange(min=1),
+    default=_sweep_default("adam", "members"),
+    help="ensemble members",
 )
+@_adam_options
 @click.option(
     "--seed", type=click.IntRange(min=0), default=0, help="seed of the data and the initial weights"
 )
@@ -496,102 +538,38 @@ def sample(
 @_verbosity_options
 @_distributed_options
 @click.pass_context
-def train(
-    ctx,
-    L,
-    V,
-    chi,
-    g_w,
-    g_o,
-    sigma2,
-    activation,
-    P,
-    d_model,
-    members,
-    lr,
-    max_steps,
-    patience,
-    seed,
-    out,
-    coordinator,
-    num_processes,
-    process_id,
-):
+def train(ctx, preset, activation, P, d_model, members, adam, seed, out, process):
     """Train an Adam ensemble to the MAP; write NetCDF and print the ensemble summary.
 
     With --num-processes N each process trains a contiguous share of the members (with the data,
     weights and keys they have in a one-process run) into OUT.part-I-of-N.nc; process 0 waits for
     the other parts (on a shared filesystem) and merges them into OUT.
     """
-    from bayes_attn.distributed import initialize_distributed, process_share
-
-    info = initialize_distributed(coordinator, num_processes, process_id)
-    from bayes_attn.analysis import classify_minima, ensemble_summary
-    from bayes_attn.inference import merge_ensembles, train_adam
-    from bayes_attn.io import write_atomic
-    from bayes_attn.theory import global_saddle
-
-    task, hyper = _preset(L, V, chi, g_w, g_o, sigma2)
-    n, i = info.num_processes, info.process_id
+    n = process["num_processes"]
     if members < n:
         raise click.BadParameter(
             f"fewer members ({members}) than processes ({n})", param_hint="--members"
         )
-    share = process_share(range(members), i, n)
-    warm = int(0.1 * max_steps) if activation == "softmax" else 0
-    ds = train_adam(
-        task,
-        hyper,
-        activation,
-        d_model,
-        P,
-        members=members,
-        seed=seed,
-        lr=lr,
-        warmup_steps=warm,
-        warmup_init=lr * 1e-4,
-        max_steps=max_steps,
-        patience=patience,
-        progress_bar=ctx.obj["progress"],
-        member_range=(share[0], share[-1] + 1),
-    )
-    if n > 1:
-        parts = [Path(f"{out}.part-{k}-of-{n}.nc") for k in range(n)]
-        write_atomic(ds, parts[i])
-        if i != 0:
-            click.echo(f"process {i} of {n}: members {share[0]}..{share[-1]} in {parts[i]}")
-            return
-        ds = merge_ensembles(_wait_for_files(parts))
-    ds = classify_minima(ds, theory_loss=global_saddle(task, hyper, P, activation).loss)
+    info = _start_processes(process)
+    from bayes_attn.analysis import ensemble_summary
+    from bayes_attn.distributed import part_paths, process_share
+    from bayes_attn.experiments.runs import train_ensemble
+    from bayes_attn.io import write_atomic
+
+    task, hyper = preset
+    ds = train_ensemble(
+        task, hyper, activation, d_model, P, members=members, seed=seed, settings=adam,
+        out=out, process=info, progress=ctx.obj["progress"],
+    )  # fmt: skip
+    if ds is None:  # one of several processes: its share is in its part file
+        i = info.process_id
+        share = process_share(range(members), i, n)
+        part = part_paths(out, n)[i]
+        click.echo(f"process {i} of {n}: members {share[0]}..{share[-1]} in {part}")
+        return
     write_atomic(ds, Path(out))
     log.info("wrote %s", out)
     click.echo(ensemble_summary(ds).to_dataframe().T.to_string())
-
-
-def _wait_until(ready, timeout: float = 7 * 24 * 3600.0) -> None:
-    """Process 0: poll ``ready() -> (finished, status)`` every second until the other processes
-    are finished (``status`` says how far they are, for the log and the timeout error)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        finished, status = ready()
-        if finished:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for the other processes: {status}")
-        log.info("waiting for the other processes: %s", status)
-        time.sleep(1.0)
-
-
-def _wait_for_files(paths):
-    """Process 0: wait until the other processes' files exist (written atomically); load them."""
-    import xarray as xr
-
-    _wait_until(lambda: (all(p.exists() for p in paths), [str(p) for p in paths if not p.exists()]))
-    out = []
-    for p in paths:
-        with xr.open_dataset(p, engine="h5netcdf") as f:
-            out.append(f.load())
-    return out
 
 
 _SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed")
@@ -603,7 +581,8 @@ _SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed")
     "config_file",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="a JSON or TOML file with the sweep's settings ([sweep] table in TOML)",
+    help="a JSON or TOML file with the sweep's settings ([sweep] table in TOML; an example: "
+    "bayes_attn/configs/sweep_example.toml)",
 )
 @click.option(
     "--kind",
@@ -633,71 +612,35 @@ _SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed")
 @_distributed_options
 @_verbosity_options
 @click.pass_context
-def sweep(
-    ctx,
-    config_file,
-    kind,
-    P,
-    L,
-    V,
-    activation,
-    seed,
-    options,
-    out,
-    coordinator,
-    num_processes,
-    process_id,
-):
+def sweep(ctx, config_file, kind, P, L, V, activation, seed, options, out, process):
     """Run a resumable sweep over (activation, L, V, P, seed), saving every finished point.
 
     The grid (comma-separated lists) and the settings come from --config FILE, from the options,
-    or from both: an option given on the command line overrides the file's setting.
+    or from both: an option given on the command line overrides the file's setting. Several
+    processes started on the same OUT share its points (each claims a point before computing it).
 
     With --num-processes N each process runs every N-th point into OUT.part-I-of-N.nc; process 0
     then waits for the other parts (on a shared filesystem) and merges them into OUT.
     """
     table = _sweep_table(ctx, config_file, kind, P, L, V, activation, seed, options)
-    from bayes_attn.distributed import initialize_distributed  # before JAX starts its backend
+    info = _start_processes(process)  # before JAX starts its backend
+    from bayes_attn.experiments import sweep as sweeps
 
-    info = initialize_distributed(coordinator, num_processes, process_id)
-    from bayes_attn.experiments.sweep import SweepConfig, run_sweep
-
-    cfg = SweepConfig.from_dict(table)
-    progress = ctx.obj["progress"]
-    n, i = info.num_processes, info.process_id
+    cfg = sweeps.SweepConfig.from_dict(table)
+    n, i, progress = info.num_processes, info.process_id, ctx.obj["progress"]
     if n == 1:
-        ds = run_sweep(cfg, out, progress=progress)
+        ds = sweeps.run_sweep(cfg, out, progress=progress)
         click.echo(f"{int(ds['done'].sum())} of {ds['done'].size} points done: {out}")
         return
-    parts = [Path(f"{out}.part-{k}-of-{n}.nc") for k in range(n)]
-    run_sweep(cfg, parts[i], progress=progress, process_id=i, num_processes=n)
-    if i != 0:
-        click.echo(f"process {i} of {n}: done, {parts[i]}")
+    ds = sweeps.run_sweep_parts(cfg, out, i, n, progress=progress)
+    if ds is None:
+        from bayes_attn.distributed import part_paths
+
+        click.echo(f"process {i} of {n}: done, {part_paths(out, n)[i]}")
         return
-    ds = _wait_and_merge(cfg, parts, out)
     click.echo(
         f"{int(ds['done'].sum())} of {ds['done'].size} points done: {out} (merged {n} parts)"
     )
-
-
-def _wait_and_merge(cfg, parts, out):
-    """Process 0: wait until every part holds its share of the points, then merge them."""
-    from bayes_attn.experiments.sweep import SweepFileError, load_sweep, merge_sweeps
-
-    n, total = len(parts), math.prod(cfg.shape)
-    share = [len(range(k, total, n)) for k in range(n)]
-
-    def ready():
-        done = []
-        for path in parts:
-            try:
-                done.append(int(load_sweep(path)["done"].sum()) if path.exists() else 0)
-            except SweepFileError:  # being replaced at this instant; look again
-                done.append(-1)
-        return done == share, f"{done} of {share} points"
-
-    _wait_until(ready)
-    return merge_sweeps(parts, out)
 
 
 def _sweep_table(ctx, config_file, kind, P, L, V, activation, seed, options) -> dict:
@@ -705,7 +648,9 @@ def _sweep_table(ctx, config_file, kind, P, L, V, activation, seed, options) -> 
     line; one line naming what is missing if --kind or --P is neither in the file nor given."""
     values = dict(kind=kind, P=P, L=L, V=V, activation=_activations(activation), seed=seed)
     if config_file:
-        table = dict(_read_table(config_file, "sweep"))
+        from bayes_attn.experiments.sweep import read_sweep_table
+
+        table = dict(read_sweep_table(config_file))
         given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
         table.update({k: values[k] for k in _SWEEP_GRID if ctx.get_parameter_source(k) in given})
     else:
@@ -736,16 +681,6 @@ def _parse_option(text: str):
         return name.strip(), value
 
 
-def _read_table(path, table: str) -> dict:
-    text = Path(path).read_text()
-    if str(path).endswith(".toml"):
-        import tomllib
-
-        data = tomllib.loads(text)
-        return data.get(table, data)
-    return json.loads(text)
-
-
 @cli.command()
 @_out_option(
     "figures",
@@ -767,7 +702,8 @@ def _read_table(path, table: str) -> dict:
 @click.pass_context
 def figures(ctx, out, quick, only, configs):
     """Regenerate the paper's figures into a folder: Figs 1, 3 and 4, and two beyond the paper."""
-    from bayes_attn.plotting.figures import load_configs, make_figures
+    from bayes_attn.experiments.figures import load_configs
+    from bayes_attn.plotting.figures import make_figures
 
     t0 = time.perf_counter()
     names = [n.strip() for n in only.split(",")] if only else None
@@ -802,86 +738,18 @@ def diagnose(path, plots, var_names, fold):
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import xarray as xr
-
-    from bayes_attn import _arviz as az
-    from bayes_attn.analysis import diagnose as diag
-    from bayes_attn.analysis import fold_posterior
-    from bayes_attn.inference.record import header
-    from bayes_attn.plotting import plots as plot
+    from bayes_attn.analysis.report import UnknownVariables, read_report
+    from bayes_attn.plotting.report import plot_report
 
     path = Path(path)
-    folder = Path(plots) if plots else path.parent
-    folder.mkdir(parents=True, exist_ok=True)
     try:
-        idata = az.from_netcdf(path)
-    except Exception as err:
-        raise click.UsageError(f"cannot read {path}: {err}") from err
-    if "posterior" in az.groups(idata):
-        valid = list(idata.posterior.data_vars)
-        unknown = [v for v in var_names if v.removeprefix("~") not in valid]
-        if unknown:
-            raise click.BadParameter(
-                f"no variable {', '.join(map(repr, unknown))} in {path}; "
-                f"valid: {', '.join(map(str, valid))}",
-                param_hint="--var",
-            )
-        names = list(var_names) or [q for q in _ORDER_PARAMETERS if q in idata.posterior] or None
-        d = diag(idata, var_names=names, fold=fold)
-        click.echo(d)
-        names = names or list(d.table.index)
-        shown = fold_posterior(idata) if fold else idata
-        fig = plot.trace(shown, names)
-        trace = folder / f"{path.stem}_trace.png"
-        fig.savefig(trace, dpi=90)
-        axes = az.plot_posterior(shown, var_names=names)
-        post = folder / f"{path.stem}_posterior.png"
-        fig = axes.ravel()[0].figure
-        fig.suptitle(plot.run_title(idata.posterior.attrs))
-        fig.tight_layout()
-        fig.savefig(post, dpi=90)
-        plt.close("all")
-        click.echo(f"plots: {trace}, {post}")
-        return
-    with xr.open_dataset(path, engine="h5netcdf") as f:
-        ds = f.load()
-    if "done" in ds:
-        from bayes_attn.experiments.sweep import load_sweep
-
-        ds = load_sweep(path)
-        click.echo(header(ds.attrs))
-        click.echo(
-            f"{ds.attrs.get('kind', '?')} sweep: {int(ds['done'].sum())} of {ds['done'].size} points done"
-        )
-        scalars = [
-            v for v in ds.data_vars if v != "done" and ds[v].ndim <= 6 and "query" not in ds[v].dims
-        ]
-        table = ds[scalars].where(ds["done"])
-        if "member" in table.dims:
-            table = table.mean("member")
-        click.echo(
-            table.to_dataframe().dropna(how="all").to_string(float_format=lambda x: f"{x:.4g}")
-        )
-        if ds["done"].any():
-            fig = plot.sweep_curves(ds)
-            out = folder / f"{path.stem}_curves.png"
-            fig.savefig(out, dpi=90)
-            plt.close(fig)
-            click.echo(f"plot: {out}")
-        return
-    if ds.attrs.get("trainer") == "adam":
-        from bayes_attn.analysis import ensemble_summary
-
-        click.echo(header(ds.attrs))
-        click.echo(ensemble_summary(ds).to_dataframe().T.to_string())
-        fig = plot.adam_loss(ds)
-        out = folder / f"{path.stem}_loss.png"
-        fig.savefig(out, dpi=90)
-        plt.close(fig)
-        click.echo(f"plot: {out}")
-        return
-    raise click.UsageError(f"{path} is not a posterior, an Adam ensemble or a sweep file")
+        report = read_report(path, var_names, fold)
+    except UnknownVariables as err:
+        raise click.BadParameter(str(err), param_hint="--var") from None
+    click.echo(report.text)
+    written = plot_report(report, Path(plots) if plots else path.parent, path.stem)
+    if written:
+        click.echo(("plots: " if len(written) > 1 else "plot: ") + ", ".join(map(str, written)))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Several processes (hosts): start ``jax.distributed``, give each process its share of the work,
-merge the per-process NetCDF files into one.
+merge the per-process NetCDF files into one, or let independent processes share one output by
+claiming its items (:class:`Claim`).
 
 Ensemble members and sweep points are independent, so every process runs its own share on its own
 local devices (:func:`bayes_attn.inference.sharding.member_mesh`) and writes its own file; no
@@ -18,6 +19,10 @@ the CLI)::
         ...                                   # write out/part-{info.process_id}.nc
     merge_netcdf(paths, "P", "out/all.nc")   # afterwards, on one host
 
+Processes that were started independently (N jobs of a cluster's job array, or N shells) need no
+coordinator: each claims an item before working on it (:class:`Claim`, a lock file per item created
+with ``O_CREAT | O_EXCL``), so no item is done twice; the resumable sweeps work this way.
+
 References
 ----------
 docs/performance.md, "Scaling out".
@@ -25,15 +30,28 @@ docs/performance.md, "Scaling out".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import logging
 import os
-from collections.abc import Sequence
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import jax
 import numpy as np
 
 from bayes_attn._validation import check_int
-from bayes_attn.io import merge_netcdf  # noqa: F401  (its home before bayes_attn.io)
+from bayes_attn.io import (
+    merge_netcdf,  # noqa: F401  (its home before bayes_attn.io)
+    write_atomic,
+)
+
+log = logging.getLogger(__name__)
 
 COORDINATOR_ENV = "BAYES_ATTN_COORDINATOR"
 NUM_PROCESSES_ENV = "BAYES_ATTN_NUM_PROCESSES"
@@ -154,3 +172,167 @@ def process_share(
         return items[process_id::num_processes]
     bounds = np.cumsum([0] + [len(b) for b in np.array_split(np.arange(len(items)), num_processes)])
     return items[bounds[process_id] : bounds[process_id + 1]]
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-process files: process i writes OUT.part-i-of-N.nc, process 0 waits for them and merges
+
+#: how long process 0 waits for the other processes' parts
+WAIT_TIMEOUT = 7 * 24 * 3600.0
+
+
+def part_paths(out, num_processes: int) -> list[Path]:
+    """The per-process files of ``out``: ``OUT.part-I-of-N.nc``, one per process."""
+    return [Path(f"{out}.part-{k}-of-{num_processes}.nc") for k in range(num_processes)]
+
+
+def wait_until(ready: Callable, timeout: float = WAIT_TIMEOUT, poll: float = 1.0) -> None:
+    """Poll ``ready() -> (finished, status)`` every ``poll`` seconds until ``finished``; ``status``
+    says how far the other processes are (in the log, and in the error after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        finished, status = ready()
+        if finished:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for the other processes: {status}")
+        log.info("waiting for the other processes: %s", status)
+        time.sleep(poll)
+
+
+def wait_for_files(paths, timeout: float = WAIT_TIMEOUT) -> list:
+    """Wait until every file of ``paths`` exists (they are written atomically) and load them
+    (xarray Datasets, in the order given)."""
+    import xarray as xr
+
+    paths = [Path(p) for p in paths]
+    missing = lambda: [str(p) for p in paths if not p.exists()]  # noqa: E731
+    wait_until(lambda: (not missing(), missing()), timeout)
+    out = []
+    for p in paths:
+        with xr.open_dataset(p, engine="h5netcdf") as f:
+            out.append(f.load())
+    return out
+
+
+def gather_parts(ds, out, info: ProcessInfo, merge: Callable):
+    """Bring one result computed in shares back together: with one process, ``ds`` itself;
+    otherwise every process writes its share to its :func:`part_paths` file, the others return
+    None, and process 0 waits for all the parts and returns ``merge(parts)``."""
+    n, i = info.num_processes, info.process_id
+    if n == 1:
+        return ds
+    parts = part_paths(out, n)
+    write_atomic(ds, parts[i])
+    if i != 0:
+        return None
+    return merge(wait_for_files(parts))
+
+
+# --------------------------------------------------------------------------------------------------
+# Claims: independent processes share the items of one output
+
+#: seconds without a heartbeat after which a claim of another host counts as abandoned
+CLAIM_TIMEOUT = 300.0
+
+
+def _this_process() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex}
+
+
+def _running_here(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+class Claim:
+    """A lock file that says "this process is on it", for one item of a shared output.
+
+    :meth:`acquire` creates ``path`` with ``O_CREAT | O_EXCL`` (atomic, also on NFS), holding the
+    host, the process id and a token; while it is held a thread touches the file every
+    ``timeout / 6`` seconds. A claim is stale, and is taken over, when its process has ended (same
+    host) or its file has not been touched for ``timeout`` seconds (any host: a process that was
+    killed with its machine). Use it as a context manager to wait for the claim (a lock), or call
+    :meth:`acquire` once to try.
+    """
+
+    def __init__(self, path, timeout: float = CLAIM_TIMEOUT):
+        self.path, self.timeout = Path(path), float(timeout)
+        self._owner = _this_process()
+        self._stop: threading.Event | None = None
+
+    def holder(self) -> dict | None:
+        """Who holds the claim (host, pid, token, age in seconds); None if nobody does."""
+        try:
+            text, age = self.path.read_text(), time.time() - self.path.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        try:
+            who = json.loads(text)
+        except json.JSONDecodeError:  # being written this instant
+            who = {}
+        return {**who, "age": age}
+
+    def stale(self, who: dict) -> bool:
+        if who["age"] > self.timeout:
+            return True
+        here = who.get("host") == self._owner["host"]
+        return here and isinstance(who.get("pid"), int) and not _running_here(who["pid"])
+
+    def acquire(self) -> bool:
+        """Claim the item, taking over a stale claim; False if a live process holds it."""
+        who = self.holder()
+        if who is not None:
+            if not self.stale(who):
+                return False
+            self._break(who)
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            json.dump(self._owner, f)
+        self._stop = threading.Event()
+        threading.Thread(target=self._beat, args=(self._stop,), daemon=True).start()
+        return True
+
+    def release(self) -> None:
+        """Give the claim up (its file is removed if it is still ours)."""
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+        who = self.holder()
+        if who is not None and who.get("token") == self._owner["token"]:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+    def _beat(self, stop: threading.Event) -> None:
+        while not stop.wait(self.timeout / 6):
+            with contextlib.suppress(OSError):
+                os.utime(self.path)
+
+    def _break(self, who: dict) -> None:
+        """Remove a stale claim; if a live one replaced it meanwhile, put that one back."""
+        aside = self.path.with_name(f"{self.path.name}.stale-{self._owner['token']}")
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
+            return
+        log.info("taking over the stale claim %s of %s", self.path, who)
+        with contextlib.suppress(OSError, json.JSONDecodeError):
+            if json.loads(aside.read_text()).get("token") != who.get("token"):
+                os.link(aside, self.path)
+        aside.unlink()
+
+    def __enter__(self):
+        while not self.acquire():
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.release()

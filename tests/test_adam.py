@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+import xarray as xr
 from numpyro.infer.util import log_density
 
 import bayes_attn as ba
@@ -127,3 +128,76 @@ def test_default_optimizer_is_plain_adam():
         np.testing.assert_array_equal(u_new["w"], u_ref["w"])
         x = optax.apply_updates(x, u_ref)
     assert float(jnp.max(jnp.abs(u_cos["w"]))) < 0.02 * float(jnp.max(jnp.abs(u_ref["w"])))
+
+
+# --------------------------------------------------------------------------------------------------
+# The settings object: one home of the defaults, the old keywords, the same numbers
+
+# train_loss and objective per record of two runs, as train_adam gave them before it took a
+# settings object (commit 08d8ff9, this machine's CPU; float64): the refactor changed no bit
+# (compared with ==); the test allows 1e-12 for other CPUs' rounding.
+BEFORE = {
+    "softmax": dict(
+        run=dict(activation="softmax", members=3, seed=3, lr=1e-2, warmup_steps=5,
+                 warmup_init=1e-6, decay="cosine", max_steps=40, chunk=10, batch_size=8),
+        train_loss=[[0.3562193623031441, 0.3229094044056389, 0.3135159063723424,
+                     0.3118398811121855],
+                    [0.34021598282282517, 0.2980938654478702, 0.2872982808249774,
+                     0.28531739248011256],
+                    [0.33846437702373894, 0.313362804253605, 0.3046679213453979,
+                     0.3035887018171389]],
+        objective=[[2.713664082944966, 2.4602662612519826, 2.3553633949332164,
+                    2.3369968174357156],
+                   [2.6471466616712593, 2.418360767106692, 2.3402137631516133,
+                    2.3194443799047253],
+                   [2.590640303477676, 2.3681821096758444, 2.264589241427635,
+                    2.24944806938926]],
+    ),
+    "linear": dict(
+        run=dict(activation="linear", members=2, seed=1, lr=1e-2, max_steps=30, chunk=10,
+                 patience=5, min_delta=1e-3, train_embeddings=False),
+        train_loss=[[0.46016038754350125, 0.4074927664778704, 0.37826388014628015],
+                    [0.3893654520070806, 0.365048304055757, 0.3528422514466117]],
+        objective=[[3.0026215475220903, 2.7813401369143422, 2.6673348272927857],
+                   [2.5767051261244176, 2.417300478410411, 2.342007845674436]],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(BEFORE))
+def test_the_settings_object_gives_the_losses_of_before(name):
+    """The old keywords and the same settings as an AdamSettings give identical runs, equal to
+    the losses recorded before the change (L = 6, V = 3, d = 8, P = 20)."""
+    from bayes_attn.inference.adam import AdamSettings
+
+    run = dict(BEFORE[name]["run"])
+    act, members, seed = run.pop("activation"), run.pop("members"), run.pop("seed")
+    common = dict(members=members, seed=seed, progress_bar=False)
+    old = train_adam(TASK, HYPER, act, 8, 20, **common, **run)
+    new = train_adam(TASK, HYPER, act, 8, 20, **common, settings=AdamSettings(**run))
+    xr.testing.assert_equal(old, new)  # values, dims, coords; the attrs below
+    assert {k: v for k, v in old.attrs.items() if k != "created"} == {
+        k: v for k, v in new.attrs.items() if k != "created"
+    }
+    for var in ("train_loss", "objective"):
+        np.testing.assert_allclose(new[var].values, BEFORE[name][var], rtol=1e-12, atol=0)
+
+
+def test_settings_hold_the_defaults_and_check_them():
+    """AdamSettings is the home of the defaults (lr 1e-2, 300 steps, patience 100: the budget of
+    docs/validation.md); its warm-up is the paper's; a keyword that is not a setting is refused."""
+    from bayes_attn.inference.adam import AdamSettings
+
+    s = AdamSettings()
+    assert (s.lr, s.max_steps, s.patience, s.decay, s.train_embeddings) == (
+        1e-2, 300, 100, "constant", True,
+    )  # fmt: skip
+    soft, lin = s.with_warmup("softmax"), s.with_warmup("linear")
+    assert (soft.warmup_steps, soft.warmup_init) == (30, pytest.approx(1e-6))
+    assert lin.warmup_steps == 0 and lin.max_steps == 300
+    with pytest.raises(ValueError, match="max_steps"):
+        AdamSettings(max_steps=0)
+    with pytest.raises(ValueError, match="decay"):
+        AdamSettings(decay="linear")
+    with pytest.raises(TypeError, match="lr_max.*fields of AdamSettings"):
+        train_adam(TASK, HYPER, "linear", 4, 2, lr_max=1.0)

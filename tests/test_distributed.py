@@ -174,3 +174,72 @@ def test_merge_checks_overlaps_and_gaps(tmp_path):
         merge_netcdf([a, b], "P", expected=[10, 20, 30, 40])
     with pytest.raises(ValueError, match="coordinate 'member'"):
         merge_netcdf([a], "member")
+
+
+# --------------------------------------------------------------------------------------------------
+# Claims: independent processes share the items of one output
+
+
+def _dead_pid() -> int:
+    """The id of a process of this host that has ended."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(proc.stdout)
+
+
+def test_a_claim_is_held_once_and_a_live_one_is_respected(tmp_path):
+    from bayes_attn.distributed import Claim
+
+    mine, theirs = Claim(tmp_path / "point"), Claim(tmp_path / "point")
+    assert mine.acquire() and not theirs.acquire()  # this process is alive: its claim holds
+    assert mine.holder()["pid"] == os.getpid()
+    mine.release()
+    assert not (tmp_path / "point").exists()
+    assert theirs.acquire()
+    theirs.release()
+
+
+@pytest.mark.parametrize("who", ["a dead process of this host", "a silent process elsewhere"])
+def test_a_stale_claim_is_taken_over(tmp_path, who):
+    """A claim of a process that has ended (same host: its pid is gone), or one not touched for
+    longer than the timeout (another host, whose processes cannot be asked), is taken over; a
+    recent claim from another host is not."""
+    import json
+    import socket as sk
+
+    from bayes_attn.distributed import Claim
+
+    path = tmp_path / "point"
+    if who.startswith("a dead"):
+        path.write_text(json.dumps({"host": sk.gethostname(), "pid": _dead_pid(), "token": "x"}))
+    else:
+        path.write_text(json.dumps({"host": "elsewhere", "pid": 1, "token": "x"}))
+        assert not Claim(path, timeout=60).acquire()  # recent: still theirs
+        os.utime(path, (os.path.getmtime(path) - 120,) * 2)
+    claim = Claim(path, timeout=60)
+    assert claim.acquire()
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+    claim.release()
+    assert not list(tmp_path.iterdir())  # nothing left behind
+
+
+def test_a_held_claim_has_a_heartbeat(tmp_path):
+    import time
+
+    from bayes_attn.distributed import Claim
+
+    claim = Claim(tmp_path / "point", timeout=0.6)  # touched every 0.1 s
+    assert claim.acquire()
+    time.sleep(1.0)
+    assert claim.holder()["age"] < 0.6 and not Claim(tmp_path / "point", timeout=0.6).acquire()
+    claim.release()
+
+
+def test_gather_parts_of_one_process_is_the_result(tmp_path):
+    from bayes_attn.distributed import ProcessInfo, gather_parts, part_paths
+
+    ds = xr.Dataset({"x": ("member", np.arange(3.0))})
+    assert gather_parts(ds, tmp_path / "out.nc", ProcessInfo(0, 1, None), merge=None) is ds
+    assert [p.name for p in part_paths(tmp_path / "out.nc", 2)] == [
+        "out.nc.part-0-of-2.nc", "out.nc.part-1-of-2.nc",
+    ]  # fmt: skip

@@ -1,2 +1,4 @@
-"""The figure configs (``figures.py``, one function per figure) and the protocol configs (TOML)
-that ship with the package; ``bayes-attn figures`` reads ``figures.py`` from here by default."""
+"""The configs that ship with the package: the figure configs (``figures.py``, one function per
+figure; ``bayes-attn figures`` reads it from here by default), the protocol configs (TOML
+``[protocol]`` tables; ``protocol_quick.toml`` is the quick preset) and an example sweep
+(``sweep_example.toml``, a ``[sweep]`` table for ``bayes-attn sweep --config``)."""

@@ -2,10 +2,14 @@
 
 Each function takes ``quick`` and returns a plain dict:
 
-- ``figure``: which builder of :mod:`bayes_attn.plotting.figures` draws it;
+- ``figure``: which figure it is: :mod:`bayes_attn.experiments.figures` computes its data and
+  :mod:`bayes_attn.plotting.figures` draws it;
 - ``sweeps``: name -> :class:`~bayes_attn.experiments.sweep.SweepConfig`, run resumably into
   ``<out>/<name>.nc``; figures that name the same sweep share it (their configs must agree);
 - the theory grids and sampler settings the figure needs.
+
+The protocol sweep of every figure comes from ``ProtocolConfig.paper()`` or, with ``quick``, from
+``ProtocolConfig.quick()``, the one quick preset.
 
 Reproduce everything (about 15 min on the 2-core CPU at Table 1, docs/figures/paper)::
 
@@ -16,31 +20,19 @@ A quick look in a few minutes (what ``make demo`` runs)::
     mkdir -p out && bayes-attn figures --out out/figures --quick
 """
 
-from bayes_attn.experiments.protocol import PAPER_PS
-from bayes_attn.experiments.sweep import SweepConfig
-
-QUICK_PS = (20, 100, 300, 800)
+from bayes_attn.experiments.protocol import ProtocolConfig
+from bayes_attn.experiments.sweep import protocol_sweep
 
 
-def protocol(quick: bool = False) -> SweepConfig:
+def protocol(quick: bool = False):
     """The paper protocol (Table 1, our learning rates: ``ProtocolConfig.paper()``): Adam
     ensembles of width 256, then SGLD from Adam, both activations, against the Level-2 saddle and
     the Level-1 MAP on the first member's dataset.
 
-    ``quick``: four P values, three members of width 32, short SGLD.
+    ``quick``: the quick preset, ``ProtocolConfig.quick()`` (four P values, three members of
+    width 32, short SGLD).
     """
-    if quick:
-        options = dict(
-            members=3,
-            num_test=50,
-            d_model=32,
-            max_steps=300,
-            sgld_warmup=20,
-            sgld_samples=20,
-            level1=False,
-        )
-        return SweepConfig(kind="protocol", P=QUICK_PS, options=options)
-    return SweepConfig(kind="protocol", P=PAPER_PS)
+    return protocol_sweep(ProtocolConfig.quick() if quick else ProtocolConfig.paper())
 
 
 def _theory_grid(quick: bool) -> dict:
@@ -59,7 +51,7 @@ def fig1(quick: bool = False) -> dict:
         figure="attention_and_loss",
         sweeps={"protocol": protocol(quick)},
         theory=_theory_grid(quick),
-        show_P=QUICK_PS,
+        show_P=ProtocolConfig.quick().Ps,  # the quick grid is the four P values shown
     )
 
 

@@ -17,6 +17,7 @@ Paper Sec. 4 and Table 1; docs/validation.md "The paper protocol: networks again
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import time
 import tomllib
 import warnings
@@ -35,41 +36,66 @@ from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.analysis import classify_minima, final_state
 from bayes_attn.inference import resolve_key
-from bayes_attn.inference.adam import DECAYS, train_adam, warmup_steps_for
+from bayes_attn.inference.adam import (
+    DECAYS,
+    WARMUP_FRACTION,
+    WARMUP_START,
+    AdamSettings,
+    train_adam,
+    warmup_steps_for,
+)
 from bayes_attn.inference.members import chain_means, sgld_program
 from bayes_attn.task import CopyTask, Hyper
 from bayes_attn.theory.level1 import level1_map
 from bayes_attn.theory.saddles import global_saddle
 
 PAPER_PS = (1, 10, 20, 60, 100, 200, 250, 275, 300, 400, 500, 600, 700, 800)
+PRESETS = ("paper", "quick")
+
+_ADAM = AdamSettings()  # the trainer's defaults, which the protocol's Adam fields start from
+_RTOL = inspect.signature(classify_minima).parameters["rtol"].default
+# the quick preset's changes to the paper's: the P values Fig. 1 shows, small networks, short SGLD
+_QUICK = dict(
+    Ps=(20, 100, 300, 800),
+    members=3,
+    num_test=50,
+    d_model=32,
+    sgld_warmup=20,
+    sgld_samples=20,
+    level1=False,
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class ProtocolConfig:
     """Settings of the protocol. ``paper()`` is the paper's Table 1 with our learning rates;
-    ``quick()`` shrinks it for tests. Learning rates are for our loss scaling (the chi-scaled
-    negative log-posterior summed over sequences), see docs/validation.md."""
+    ``quick()`` is the one quick preset. Learning rates are for our loss scaling (the chi-scaled
+    negative log-posterior summed over sequences), see docs/validation.md.
+
+    The Adam fields default to :class:`~bayes_attn.inference.adam.AdamSettings`' (and its warm-up
+    constants), except where the protocol deliberately differs: a cosine decay, and the
+    embeddings held at their prior draw (docs/validation.md, "Adam convergence")."""
 
     L: int = 25
     V: int = 5
     Ps: tuple[int, ...] = PAPER_PS
     members: int = 10
-    num_test: int = 100
+    num_test: int = _ADAM.num_test
     d_model: int = 256
     activations: tuple[str, ...] = ("linear", "softmax")
     # Adam
-    lr: float = 1e-2
+    lr: float = _ADAM.lr
     decay: str = "cosine"  # after the warm-up: "constant", "cosine" or "exponential" to
-    end_fraction: float = 1e-2  # ... end_fraction * lr at max_steps (docs/validation.md)
+    end_fraction: float = _ADAM.end_fraction  # ... end_fraction * lr at max_steps
     # Adam holds W_emb, p at their prior draw: the joint MAP with trained embeddings collapses
     # them and has cG = 0, unlike the posterior the theory describes (docs/validation.md)
     train_embeddings: bool = False
-    max_steps: int = 300
-    patience: int = 100
-    min_delta: float = 0.0
-    warmup_fraction: float = 0.1  # softmax only, as in the paper
-    warmup_init: float = 1e-4  # softmax: lr ramps up from lr * warmup_init
-    chunk: int = 100
+    max_steps: int = _ADAM.max_steps
+    patience: int = _ADAM.patience
+    min_delta: float = _ADAM.min_delta
+    warmup_fraction: float = WARMUP_FRACTION  # softmax only, as in the paper
+    warmup_init: float = WARMUP_START  # softmax: lr ramps up from lr * warmup_init
+    chunk: int = _ADAM.chunk
     # SGLD, warm-started from Adam
     # None: the curvature rule of sgld_step_size (at most 5e-4 / d_model, and 0.1 / lambda_max)
     sgld_step: float | None = None
@@ -79,7 +105,7 @@ class ProtocolConfig:
     batch_size: int = 1000
     # theory
     level1: bool = True
-    rtol: float = 0.05  # the loss filter, classify_minima
+    rtol: float = _RTOL  # the loss filter, classify_minima
     seed: int = 0
 
     def __post_init__(self):
@@ -104,28 +130,26 @@ class ProtocolConfig:
 
     @classmethod
     def quick(cls, **changes) -> ProtocolConfig:
-        """A few minutes on a laptop CPU: three P values, three members, a narrow network."""
-        small = dict(
-            Ps=(20, 200, 800),
-            members=3,
-            num_test=20,
-            d_model=32,
-            max_steps=400,
-            sgld_warmup=20,
-            sgld_samples=20,
-            level1=False,
-        )
-        return dataclasses.replace(cls(), **{**small, **changes})
+        """The one quick preset, a few minutes on a laptop CPU: the four P values of Fig. 1 (both
+        transitions between them), three members of width 32, 50 held-out sequences, short SGLD,
+        no Level-1 MAP. ``bayes-attn figures --quick`` (``make demo``), the ``protocol_quick.toml``
+        config and the benchmarks' ``--quick`` all use it."""
+        return dataclasses.replace(cls(), **{**_QUICK, **changes})
 
     @classmethod
     def from_toml(cls, path) -> ProtocolConfig:
-        """Read a ``[protocol]`` table (unknown keys raise); lists become tuples."""
-        table = tomllib.loads(Path(path).read_text())["protocol"]
+        """Read a ``[protocol]`` table (unknown keys raise); lists become tuples. ``preset =
+        "quick"`` starts from :meth:`quick` instead of :meth:`paper`."""
+        table = dict(tomllib.loads(Path(path).read_text())["protocol"])
+        preset = table.pop("preset", "paper")
+        if preset not in PRESETS:
+            raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(table) - known
         if unknown:
             raise ValueError(f"unknown protocol settings: {sorted(unknown)}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()})
+        changes = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+        return getattr(cls, preset)(**changes)
 
     def task(self) -> CopyTask:
         return CopyTask(self.L, self.V)

@@ -13,7 +13,14 @@ Every finished point is written at once: the whole Dataset goes to a temporary f
 target, which then replaces it (``os.replace``, atomic on POSIX). A sweep killed at any moment
 leaves either the previous file or the new one, never a torn one; rerunning the same config skips
 the finished points (the ``done`` variable) and ends with the same Dataset as an uninterrupted run.
-A file written by a different config, or one that cannot be read, raises :class:`SweepFileError`.
+A file written by a different config, or one that cannot be read, raises :class:`SweepFileError`;
+the same grid listed in another order is the same sweep (the file's order is kept).
+
+Several processes started on the same file share its points: each claims a point before computing
+it (:class:`bayes_attn.distributed.Claim`, a lock file per point in ``.NAME.claims/`` beside the
+file), and adds its result to the file under a short lock, so N processes (or N jobs of a cluster's
+job array) finish an N-times-larger sweep in about the time of one, and the file at the end equals
+a single run's. A claim whose process has died is taken over.
 
 Rewriting the file per point costs O(points x file size); at the sizes of our grids (hundreds of
 points, kilobytes each) that is negligible beside the computations.
@@ -21,20 +28,32 @@ points, kilobytes each) that is negligible beside the computations.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import inspect
 import itertools
 import json
 import logging
 import math
+import time
+import tomllib
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
 from bayes_attn import _arviz as az
+from bayes_attn._deprecation import moved
 from bayes_attn._validation import check_activation, check_int, check_positive
+from bayes_attn.analysis.ensembles import classify_minima
+from bayes_attn.distributed import CLAIM_TIMEOUT, Claim, part_paths, wait_until
+from bayes_attn.inference.adam import WARMUP_FRACTION, WARMUP_START, AdamSettings
+from bayes_attn.inference.nuts import run_nuts
+from bayes_attn.inference.sgld import run_sgld
 from bayes_attn.io import write_atomic
+from bayes_attn.models._sites import BOUNDARY_ACTIVATION, ORDER_PARAMETERS
 from bayes_attn.models.levels import LEVELS, model_with_data, order_parameters
 from bayes_attn.task import CopyTask, Hyper
 
@@ -42,39 +61,47 @@ log = logging.getLogger(__name__)
 
 KINDS = ("theory", "nuts", "sgld", "adam", "protocol")
 GRID = ("activation", "L", "V", "P", "seed")
-ORDER = ("c1", "cG", "a1", "aG")
+__getattr__ = moved(__name__, {"ORDER": "bayes_attn.models._sites:ORDER_PARAMETERS"})
 
-# Settings each kind accepts, with their defaults (``SweepConfig.options`` overrides them).
+
+def signature_defaults(fn, *names) -> dict:
+    """The defaults of ``fn``'s parameters ``names``, read from its signature (their one home)."""
+    params = inspect.signature(fn).parameters
+    return {name: params[name].default for name in names}
+
+
+_ADAM = AdamSettings()
+_CHAINS = ("num_chains", "num_warmup", "num_samples")
+
+# Settings each kind accepts, with their defaults (``SweepConfig.options`` overrides them). The
+# samplers' and the trainer's come from their signatures and from AdamSettings; the rest (the
+# level, the widths, the ensemble's size) are the sweep's own.
 DEFAULTS = {
     "theory": {},
     "nuts": dict(
         level="reduced",
-        num_chains=4,
-        num_warmup=500,
-        num_samples=500,
+        **signature_defaults(run_nuts, *_CHAINS),
         d_model=16,
         include_logdet=False,
     ),
     "sgld": dict(
         level="reduced",
-        num_chains=4,
-        num_warmup=500,
-        num_samples=500,
+        **signature_defaults(run_sgld, *_CHAINS),
         d_model=16,
-        step_size=1e-4,
+        **signature_defaults(run_sgld, "step_size"),
         batch_size=None,
         include_logdet=False,
     ),
     "adam": dict(
         d_model=64,
         members=4,
-        lr=1e-2,
-        max_steps=300,
-        patience=100,
-        warmup_fraction=0.1,
-        warmup_init=1e-4,
-        num_test=100,
-        rtol=0.05,
+        lr=_ADAM.lr,
+        max_steps=_ADAM.max_steps,
+        patience=_ADAM.patience,
+        warmup_fraction=WARMUP_FRACTION,
+        warmup_init=WARMUP_START,  # relative: the warm-up starts at lr * warmup_init
+        num_test=_ADAM.num_test,
+        **signature_defaults(classify_minima, "rtol"),
     ),
     "protocol": None,  # the fields of ProtocolConfig, filled in lazily (import cycle)
 }
@@ -127,8 +154,8 @@ def _known_options(kind: str) -> dict:
     if kind == "protocol":
         from bayes_attn.experiments.protocol import ProtocolConfig
 
-        skip = {"L", "V", "Ps", "activations", "seed"}
-        return {f.name: f.default for f in dataclasses.fields(ProtocolConfig) if f.name not in skip}
+        fields = dataclasses.fields(ProtocolConfig)
+        return {f.name: f.default for f in fields if f.name not in _PROTOCOL_GRID}
     return DEFAULTS[kind]
 
 
@@ -182,6 +209,8 @@ class SweepConfig:
             raise ValueError(
                 f"unknown options for a {self.kind} sweep: {sorted(unknown)}; known: {sorted(known)}"
             )
+        if self.kind == "theory":
+            _check_theory_range(self)
         options = {**known, **self.options}
         if "level" in options and options["level"] not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {options['level']!r}")
@@ -214,6 +243,62 @@ class SweepConfig:
     def from_json(cls, text: str) -> SweepConfig:
         return cls.from_dict(json.loads(text))
 
+    def same_grid(self, other: SweepConfig) -> bool:
+        """The same sweep, whatever the order in which each axis lists its values."""
+        a, b = dataclasses.asdict(self), dataclasses.asdict(other)
+        for d in GRID:
+            a[d], b[d] = sorted(a[d]), sorted(b[d])
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+_PROTOCOL_GRID = {"L": "L", "V": "V", "Ps": "P", "activations": "activation", "seed": "seed"}
+
+
+def protocol_sweep(protocol, hyper: dict | None = None) -> SweepConfig:
+    """The ``protocol`` sweep of a :class:`~bayes_attn.experiments.protocol.ProtocolConfig`: its
+    P values and activations as the grid, its other fields as the options."""
+    fields = dataclasses.asdict(protocol)
+    grid = {new: fields.pop(old) for old, new in _PROTOCOL_GRID.items()}
+    grid.update(L=(grid["L"],), V=(grid["V"],), seed=(grid["seed"],))
+    return SweepConfig(kind="protocol", **grid, hyper=dict(hyper or {}), options=fields)
+
+
+def _check_theory_range(cfg: SweepConfig) -> None:
+    """P within the range where the float64 reduced action is accurate (at the longest L)."""
+    from bayes_attn.theory.saddles import check_P_in_range
+
+    check_P_in_range(CopyTask(max(cfg.L), 2), Hyper(**cfg.hyper), max(cfg.P))
+
+
+def read_sweep_table(path) -> dict:
+    """The sweep settings of a TOML file (its ``[sweep]`` table, or settings at the top level) or
+    a JSON file (an object, or one under ``"sweep"``); a table under another name raises naming
+    it, since its settings would otherwise go unread."""
+    path = Path(path)
+    text = path.read_text()
+    if path.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ValueError(f"{path} is not valid TOML: {err}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON (or name it .toml): {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a table of sweep settings")
+    if isinstance(data.get("sweep"), dict):
+        return data["sweep"]
+    fields = {f.name for f in dataclasses.fields(SweepConfig)}
+    tables = [k for k, v in data.items() if isinstance(v, dict) and k not in fields]
+    if tables:
+        raise ValueError(
+            f"{path} has no [sweep] table (it has [{'], ['.join(tables)}]): put the settings "
+            "under [sweep]"
+        )
+    return data
+
 
 # --------------------------------------------------------------------------------------------------
 # One grid point of each kind: a dict name -> (extra dims, array), the same names at every point.
@@ -222,23 +307,26 @@ class SweepConfig:
 def _theory_point(cfg, pt, task, hyper):
     from bayes_attn import theory
 
-    found = theory.saddles(task, hyper, pt["P"], pt["activation"])
+    act = pt["activation"]
+    found = theory.saddles(task, hyper, pt["P"], act)
     best = found[0]
-    out = {k: getattr(best, k) for k in ORDER}
+    out = {k: getattr(best, k) for k in ORDER_PARAMETERS}
     out = {k: math.nan if v is None else v for k, v in out.items()}
     out.update(loss=best.loss, action=best.action, n_minima=len(found))
     meta = found[1] if len(found) > 1 else None
-    q = "cG" if pt["activation"] == "linear" else "aG"
+    q = "cG" if act == "linear" else "aG"  # Saddle.cG is the logit gap for softmax
     out["meta_q"] = getattr(meta, q) if meta else math.nan
     out["meta_loss"] = meta.loss if meta else math.nan
     b = theory.phase_boundaries(task, hyper)  # cached per (task, hyper)
-    lin = pt["activation"] == "linear"
-    out["second_order"] = b.second_order if lin else math.nan
-    out["crossover"] = b.crossover if lin else math.nan
-    out["first_order"] = math.nan if lin else b.first_order
-    out["spinodal_lower"] = math.nan if lin else b.spinodals[0]
-    out["spinodal_upper"] = math.nan if lin else b.spinodals[1]
+    ours = {k: getattr(b, k) if BOUNDARY_ACTIVATION[k] == act else math.nan for k in _BOUNDARIES}
+    out.update(second_order=ours["second_order"], crossover=ours["crossover"])
+    out["first_order"] = ours["first_order"]
+    lower, upper = ours["spinodals"] if BOUNDARY_ACTIVATION["spinodals"] == act else (math.nan,) * 2
+    out.update(spinodal_lower=lower, spinodal_upper=upper)
     return {k: ((), np.float64(v)) for k, v in out.items()}
+
+
+_BOUNDARIES = ("second_order", "crossover", "first_order", "spinodals")
 
 
 def model_at_level(opts, pt, task, hyper):
@@ -260,7 +348,7 @@ def _summary_point(idata, activation):
     """Posterior summaries of the order parameters (linear: of the Z2-folded draws)."""
     from bayes_attn.analysis.diagnostics import diagnose, fold_posterior
 
-    out = {f"{q}_{stat}": math.nan for q in ORDER for stat in _STATS}
+    out = {f"{q}_{stat}": math.nan for q in ORDER_PARAMETERS for stat in _STATS}
     names = order_parameters(activation)
     names = [q for q in names if q in idata.posterior]
     div = math.nan
@@ -313,33 +401,23 @@ def _pad_attention(A, L_max):
 
 
 def _adam_point(cfg, pt, task, hyper):
-    from bayes_attn.analysis import classify_minima, final_state
+    from bayes_attn.analysis import final_state
     from bayes_attn.inference import train_adam
-    from bayes_attn.inference.adam import warmup_steps_for
     from bayes_attn.theory import global_saddle
 
     o, act, P = cfg.options, pt["activation"], pt["P"]
     soft = act == "softmax"
+    settings = AdamSettings(
+        lr=o["lr"], max_steps=o["max_steps"], patience=o["patience"], num_test=o["num_test"]
+    ).with_warmup(act, o["warmup_fraction"], o["warmup_init"])
     ds = train_adam(
-        task,
-        hyper,
-        act,
-        o["d_model"],
-        P,
-        members=o["members"],
-        seed=pt["seed"],
-        num_test=o["num_test"],
-        lr=o["lr"],
-        warmup_steps=warmup_steps_for(act, o["max_steps"], o["warmup_fraction"]),
-        warmup_init=o["lr"] * o["warmup_init"],
-        max_steps=o["max_steps"],
-        patience=o["patience"],
-        progress_bar=False,
-    )
+        task, hyper, act, o["d_model"], P, members=o["members"], seed=pt["seed"],
+        settings=settings, progress_bar=False,
+    )  # fmt: skip
     ds = classify_minima(ds, theory_loss=global_saddle(task, hyper, P, act).loss, rtol=o["rtol"])
     fin = final_state(ds)
     m = ("member",)
-    out = {q: (m, np.full(o["members"], np.nan)) for q in ORDER}
+    out = {q: (m, np.full(o["members"], np.nan)) for q in ORDER_PARAMETERS}
     names = order_parameters("softmax" if soft else "linear")
     out[names[0]], out[names[1]] = (m, fin["q1"]), (m, fin["qG"])
     out.update(
@@ -352,7 +430,7 @@ def _adam_point(cfg, pt, task, hyper):
     return out
 
 
-def _protocol_point(cfg, pt, task, hyper, index):
+def _protocol_point(cfg, pt, task, hyper):
     from bayes_attn.experiments.protocol import ProtocolConfig, protocol_point
 
     pc = ProtocolConfig(
@@ -363,8 +441,7 @@ def _protocol_point(cfg, pt, task, hyper, index):
         seed=pt["seed"],
         **{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.options.items()},
     )
-    i, j = index[GRID.index("activation")], index[GRID.index("P")]
-    values, _ = protocol_point(pc, hyper, i, j)
+    values, _ = protocol_point(pc, hyper, pt["activation"], pt["P"])
     out = {}
     for k, v in values.items():
         v = np.asarray(v, dtype=float)
@@ -388,7 +465,7 @@ def compute_point(cfg: SweepConfig, index: tuple, point: dict) -> dict:
     task = CopyTask(point["L"], point["V"])
     hyper = Hyper(**cfg.hyper)
     if cfg.kind == "protocol":
-        return _protocol_point(cfg, point, task, hyper, index)
+        return _protocol_point(cfg, point, task, hyper)
     return _POINT[cfg.kind](cfg, point, task, hyper)
 
 
@@ -447,7 +524,7 @@ def _describe(name: str) -> dict:
     base = name
     for prefix in ("adam_", "sgld_", "theory_", "level1_"):
         base = base.removeprefix(prefix)
-    base = base.split("_")[0] if base.split("_")[0] in ORDER else base
+    base = base.split("_")[0] if base.split("_")[0] in ORDER_PARAMETERS else base
     units, text = DESCRIPTIONS.get(base, ("1", name.replace("_", " ")))
     if base in ("c1", "cG") and base != name and not name.startswith("theory_"):
         text += f"; {_FOLDED}"
@@ -490,15 +567,79 @@ def load_sweep(path) -> xr.Dataset:
     return ds
 
 
-def _check_same(ds: xr.Dataset, cfg: SweepConfig, path: Path) -> None:
-    theirs = json.loads(ds.attrs["config"])
-    ours = json.loads(cfg.to_json())
-    if theirs != ours:
-        diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
-        raise SweepFileError(
-            f"{path} holds a sweep with a different config (differs in: {', '.join(diff)}); "
-            "use another output path, or delete the file to start over"
-        )
+def _file_config(ds: xr.Dataset, cfg: SweepConfig, path: Path) -> SweepConfig:
+    """The config of the sweep file ``ds`` if it is ``cfg``'s sweep (its grid perhaps listed in
+    another order: the file's order is kept); :class:`SweepFileError` naming what differs if not."""
+    theirs = SweepConfig.from_json(ds.attrs["config"])
+    if theirs.same_grid(cfg):
+        return theirs
+    a, b = json.loads(ds.attrs["config"]), json.loads(cfg.to_json())
+    diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    raise SweepFileError(
+        f"{path} holds a sweep with a different config (differs in: {', '.join(diff)}); "
+        "use another output path, or delete the file to start over"
+    )
+
+
+class _Next(NamedTuple):
+    ds: xr.Dataset  # the file when the point was claimed
+    index: tuple | None  # the point claimed, None if every point left is claimed by others
+    point: dict | None
+    claim: Claim | None
+
+
+class _SharedFile:
+    """A sweep's file as several processes share it: the file, a short lock for every
+    read-modify-write (``.NAME.lock``) and a claim per point (``.NAME.claims/``)."""
+
+    def __init__(self, path: Path, claim_timeout: float):
+        self.path, self.timeout = path, claim_timeout
+        self.claims = path.parent / f".{path.name}.claims"
+
+    def lock(self) -> Claim:
+        return Claim(self.path.parent / f".{self.path.name}.lock", self.timeout)
+
+    def open(self, cfg: SweepConfig) -> tuple[SweepConfig, xr.Dataset]:
+        """The file's config and contents, the file created (empty) if it does not exist yet."""
+        with self.lock():
+            for stale in self.path.parent.glob(f".{self.path.name}.tmp-*"):
+                stale.unlink()  # a write that was killed half-way (writes happen under the lock)
+            if not self.path.exists():
+                write_atomic(_empty(cfg), self.path)
+            ds = load_sweep(self.path)
+            return _file_config(ds, cfg, self.path), ds
+
+    def claim_next(self, todo) -> _Next:
+        """Under the lock: the file as it is now, and the first point of ``todo`` that is neither
+        done nor claimed by a live process, claimed (no point when there is none)."""
+        with self.lock():
+            ds = load_sweep(self.path)
+            self.claims.mkdir(exist_ok=True)
+            for idx, pt in todo:
+                if ds["done"].values[idx]:
+                    continue
+                claim = Claim(self.claims / "-".join(map(str, idx)), self.timeout)
+                if claim.acquire():
+                    return _Next(ds, idx, pt, claim)
+            return _Next(ds, None, None, None)
+
+    def tidy(self) -> None:
+        """Remove the claims' folder once it is empty (every point done)."""
+        with self.lock(), contextlib.suppress(OSError):
+            self.claims.rmdir()
+
+    def store(self, cfg: SweepConfig, idx: tuple, result: dict) -> xr.Dataset:
+        """Under the lock: add one point's result to the file as it is now."""
+        with self.lock():
+            ds = _store(load_sweep(self.path), cfg, idx, result)
+            write_atomic(ds, self.path)
+            return ds
+
+
+def _postfix(cfg: SweepConfig, pt: dict) -> dict:
+    """The values of the axes that vary, each number in one format (``P=1600`` beside ``P=50``)."""
+    fmt = lambda v: f"{v:g}" if isinstance(v, int | float) else str(v)  # noqa: E731
+    return {d: fmt(pt[d]) for d in GRID if len(getattr(cfg, d)) > 1}
 
 
 def run_sweep(
@@ -508,6 +649,8 @@ def run_sweep(
     progress: bool = True,
     process_id: int = 0,
     num_processes: int = 1,
+    claim_timeout: float = CLAIM_TIMEOUT,
+    poll: float = 2.0,
 ) -> xr.Dataset:
     """Run (or resume) the sweep, persisting every finished point to ``path``.
 
@@ -515,12 +658,19 @@ def run_sweep(
     ----------
     cfg : SweepConfig
     path : str or Path
-        The NetCDF file. If it exists it must hold the same config; its finished points are kept.
+        The NetCDF file. If it exists it must hold the same sweep (its grid may list its values
+        in another order); its finished points are kept. Other processes may work on the same
+        file at the same time: every point is claimed before it is computed, so none is computed
+        twice, and this call returns once every point is done (taking over the points of
+        processes that died).
     progress : bool
         A progress bar over the points (to stderr).
     process_id, num_processes : int
         Work on every ``num_processes``-th point starting at ``process_id`` (one process of a
-        multi-host run; merge the files with :func:`merge_sweeps`).
+        multi-host run writing its own file; merge the files with :func:`merge_sweeps`).
+    claim_timeout, poll : float
+        Seconds without a heartbeat after which another host's claim is abandoned
+        (:class:`~bayes_attn.distributed.Claim`); seconds between looks at the others' progress.
 
     Returns
     -------
@@ -534,29 +684,33 @@ def run_sweep(
         raise ValueError(f"process_id must be < num_processes ({num_processes}), got {process_id}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f".{path.name}.tmp-*"):
-        stale.unlink()  # a write that was killed half-way
-    if path.exists():
-        ds = load_sweep(path)
-        _check_same(ds, cfg, path)
-    else:
-        ds = _empty(cfg)
-    todo = [
-        (idx, pt)
-        for k, (idx, pt) in enumerate(cfg.points())
-        if k % num_processes == process_id and not ds["done"].values[idx]
-    ]
-    mine = len(range(process_id, math.prod(cfg.shape), num_processes))  # points of this process
-    if len(todo) < mine:
-        log.info("resuming %s: %d of %d points already done", path, mine - len(todo), mine)
-    with tqdm(total=mine, initial=mine - len(todo), disable=not progress, desc=cfg.kind) as bar:
-        for idx, pt in todo:
-            bar.set_postfix({d: pt[d] for d in GRID if len(getattr(cfg, d)) > 1})
-            ds = _store(ds, cfg, idx, compute_point(cfg, idx, pt))
-            write_atomic(ds, path)
-            bar.update()
-    if not todo and not path.exists():
-        write_atomic(ds, path)
+    shared = _SharedFile(path, claim_timeout)
+    cfg, ds = shared.open(cfg)
+    mine = [p for k, p in enumerate(cfg.points()) if k % num_processes == process_id]
+    done = lambda ds: sum(bool(ds["done"].values[idx]) for idx, _ in mine)  # noqa: E731
+    if 0 < done(ds) < len(mine):
+        log.info("resuming %s: %d of %d points already done", path, done(ds), len(mine))
+    computed, before, waited = 0, done(ds), False
+    with tqdm(total=len(mine), initial=before, disable=not progress, desc=cfg.kind) as bar:
+        while done(ds) < len(mine):
+            nxt = shared.claim_next(mine)
+            ds = nxt.ds
+            if nxt.claim is None:  # every point left is being computed by another process
+                if not waited:
+                    log.info("%s: waiting for the points other processes are computing", path)
+                waited = True
+                time.sleep(poll)
+            else:
+                try:
+                    bar.set_postfix(_postfix(cfg, nxt.point))
+                    ds = shared.store(cfg, nxt.index, compute_point(cfg, nxt.index, nxt.point))
+                    computed += 1
+                finally:
+                    nxt.claim.release()
+            bar.update(done(ds) - bar.n)
+    if computed < len(mine) - before:
+        log.info("%s: this process computed %d of the %d points", path, computed, len(mine))
+    shared.tidy()
     return ds
 
 
@@ -573,7 +727,8 @@ def merge_sweeps(paths, out=None) -> xr.Dataset:
     cfg = SweepConfig.from_json(parts[0].attrs["config"])
     merged = _empty(cfg)
     for p, ds in zip(paths, parts, strict=True):
-        _check_same(ds, cfg, p)
+        if _file_config(ds, cfg, p) != cfg:  # the same grid in another order
+            ds = ds.sel({d: list(getattr(cfg, d)) for d in GRID})
         done = ds["done"].values
         if np.any(done & merged["done"].values):
             raise SweepFileError(f"{p} repeats points that another file already holds")
@@ -588,3 +743,31 @@ def merge_sweeps(paths, out=None) -> xr.Dataset:
     if out is not None:
         write_atomic(merged, Path(out))
     return merged
+
+
+def run_sweep_parts(
+    cfg: SweepConfig, out, process_id: int, num_processes: int, *, progress: bool = True
+) -> xr.Dataset | None:
+    """One process of a multi-host sweep: every ``num_processes``-th point into its own file,
+    ``OUT.part-I-of-N.nc`` (:func:`bayes_attn.distributed.part_paths`). Process 0 then waits until
+    every part holds its share of the points, merges them into ``out`` and returns the merged
+    sweep; the other processes return None."""
+    parts = part_paths(out, num_processes)
+    run_sweep(cfg, parts[process_id], progress=progress, process_id=process_id,
+              num_processes=num_processes)  # fmt: skip
+    if process_id != 0:
+        return None
+    total = math.prod(cfg.shape)
+    share = [len(range(k, total, num_processes)) for k in range(num_processes)]
+
+    def ready():
+        done = []
+        for path in parts:
+            try:
+                done.append(int(load_sweep(path)["done"].sum()) if path.exists() else 0)
+            except SweepFileError:  # being replaced at this instant; look again
+                done.append(-1)
+        return done == share, f"{done} of {share} points"
+
+    wait_until(ready)
+    return merge_sweeps(parts, out)

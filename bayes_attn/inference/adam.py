@@ -13,6 +13,7 @@ Paper Sec. 4 and Table 1 (Adam warm-up, early stopping, filtering by the loss); 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
@@ -208,7 +209,7 @@ def _chunk_program(opt, hyper, activation: str, P: int, L: int, batch_size, mesh
 
 
 # --------------------------------------------------------------------------------------------------
-# The trainer
+# The settings: the one home of the trainer's defaults
 
 
 def warmup_steps_for(activation: str, max_steps: int, fraction: float) -> int:
@@ -217,6 +218,97 @@ def warmup_steps_for(activation: str, max_steps: int, fraction: float) -> int:
     saturate in the first steps); linear ones start at the full rate."""
     check_activation(activation)
     return int(fraction * max_steps) if activation == "softmax" else 0
+
+
+#: The paper's warm-up (softmax only): over this fraction of ``max_steps`` ...
+WARMUP_FRACTION = 0.1
+#: ... from ``lr * WARMUP_START`` (the paper's ramp from 1e-7, rescaled to our learning rate).
+WARMUP_START = 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class AdamSettings:
+    """How :func:`train_adam` trains: the one home of its defaults.
+
+    ``bayes-attn train``, the ``adam`` sweep and
+    :class:`~bayes_attn.experiments.protocol.ProtocolConfig` take their defaults from here. The
+    budget, lr 1e-2 for at most 300 steps with patience 100, is the one measured in
+    docs/validation.md ("Our learning rates", "Adam convergence").
+
+    Attributes
+    ----------
+    lr, warmup_steps, warmup_init : float, int, float
+        Adam's learning rate and a linear warm-up from ``warmup_init`` to ``lr`` over
+        ``warmup_steps`` (none by default; :meth:`with_warmup` sets the paper's).
+    decay, decay_steps, end_fraction : str, int or None, float
+        The learning rate after the warm-up (:func:`lr_schedule`): ``"constant"``, or a
+        ``"cosine"`` or ``"exponential"`` decay to ``end_fraction * lr`` over ``decay_steps``
+        (None: the steps left after the warm-up).
+    max_steps, patience, min_delta : int, int, float
+        Early stopping on the objective per token (``max_steps`` is rounded up to a whole number
+        of chunks).
+    batch_size : int or None
+        Minibatch size (sequences); None, or more than P, is the full batch.
+    chunk : int
+        Steps per jitted ``lax.scan`` chunk; observables are recorded after each chunk.
+    num_test : int
+        Held-out sequences drawn when none are given.
+    factorized : bool
+        ``W_G = W_Q^T W_K`` instead of a full ``W_G``.
+    train_embeddings : bool
+        Train ``W_emb`` and ``p`` too; False holds them at their initial draw.
+    """
+
+    lr: float = 1e-2
+    warmup_steps: int = 0
+    warmup_init: float = 0.0
+    decay: str = "constant"
+    decay_steps: int | None = None
+    end_fraction: float = 1e-2
+    max_steps: int = 300
+    patience: int = 100
+    min_delta: float = 0.0
+    batch_size: int | None = None
+    chunk: int = 100
+    num_test: int = 100
+    factorized: bool = False
+    train_embeddings: bool = True
+
+    def __post_init__(self):
+        check_positive("lr", self.lr)
+        if self.decay not in DECAYS:
+            raise ValueError(f"decay must be one of {DECAYS}, got {self.decay!r}")
+        ints = {"warmup_steps": 0, "max_steps": 1, "patience": 0, "chunk": 1, "num_test": 1}
+        if self.batch_size is not None:
+            ints["batch_size"] = 1
+        for name, low in ints.items():
+            object.__setattr__(self, name, check_int(name, getattr(self, name), low))
+
+    def with_warmup(
+        self, activation: str, fraction: float = WARMUP_FRACTION, start: float = WARMUP_START
+    ) -> AdamSettings:
+        """These settings with the paper's warm-up: a softmax network warms up over
+        ``fraction * max_steps`` steps from ``lr * start`` (:func:`warmup_steps_for`); a linear
+        one starts at the full rate."""
+        steps = warmup_steps_for(activation, self.max_steps, fraction)
+        return dataclasses.replace(self, warmup_steps=steps, warmup_init=self.lr * start)
+
+
+def adam_settings(settings: AdamSettings | None = None, **changes) -> AdamSettings:
+    """``settings`` (default :class:`AdamSettings`) with ``changes``, which must name its fields."""
+    settings = AdamSettings() if settings is None else settings
+    known = {f.name for f in dataclasses.fields(AdamSettings)}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise TypeError(
+            f"train_adam() got unexpected keyword arguments {unknown}; its settings are the "
+            f"fields of AdamSettings: {sorted(known)}"
+        )
+    return dataclasses.replace(settings, **changes) if changes else settings
+
+
+# --------------------------------------------------------------------------------------------------
+# The trainer
 
 
 def _history(runs, activation: str, return_params: bool):
@@ -282,26 +374,14 @@ def train_adam(
     key=None,
     tokens=None,
     test_tokens=None,
-    num_test: int = 100,
-    lr: float = 1e-3,
-    warmup_steps: int = 0,
-    warmup_init: float = 0.0,
-    decay: str = "constant",
-    decay_steps: int | None = None,
-    end_fraction: float = 1e-2,
-    max_steps: int = 5000,
-    patience: int = 200,
-    min_delta: float = 0.0,
-    batch_size: int | None = None,
-    chunk: int = 100,
-    factorized: bool = False,
-    train_embeddings: bool = True,
     init=None,
+    settings: AdamSettings | None = None,
     return_params: bool = False,
     progress_bar: bool = True,
     devices=None,
     memory_limit: int | str | None = None,
     member_range: tuple[int, int] | None = None,
+    **changes,
 ) -> xr.Dataset:
     """Train an ensemble of ``members`` networks to the MAP with Adam, one dataset per member.
 
@@ -316,18 +396,14 @@ def train_adam(
     tokens : (members, P, L) ints, optional
         The members' datasets; by default drawn from ``seed``. ``test_tokens`` (num_test, L) is one
         held-out set shared by all members.
-    lr, warmup_steps, warmup_init : Adam's learning rate and its linear warm-up.
-    decay, decay_steps, end_fraction : the learning rate after the warm-up (:func:`lr_schedule`):
-        ``"constant"`` (default), or a ``"cosine"`` or ``"exponential"`` decay to
-        ``end_fraction * lr`` over ``decay_steps`` (default: the steps left after the warm-up).
-    max_steps, patience, min_delta : early stopping on the objective per token (``max_steps`` is
-        rounded up to a whole number of chunks).
-    batch_size : int, optional
-        Minibatch size (sequences); full batch by default.
-    chunk : int
-        Steps per jitted ``lax.scan`` chunk; observables are recorded after each chunk.
     init : dict, optional
         Starting parameters with a leading member axis (default: a prior draw per member).
+    settings : AdamSettings, optional
+        How to train (learning rate and its schedule, steps, early stopping, minibatch, chunk,
+        held-out size, which weights train); default :class:`AdamSettings`.
+    **changes
+        Fields of :class:`AdamSettings` by name (``lr=1e-2, max_steps=300``, ...), which override
+        ``settings``: the keywords this function took before it took a settings object.
     return_params : bool
         Also store the final parameters (dims ``member`` plus the weight's own).
     devices : sequence of jax.Device, optional
@@ -352,96 +428,109 @@ def train_adam(
         ``token_residual``; per member: ``A_bar`` (query, key), ``stopped_at`` (-1 if it never
         stopped), the final losses; attrs: the settings.
     """
+    s = adam_settings(settings, **changes)
     check_activation(activation)
     d_model = check_int("d_model", d_model, 1)
     P = check_int("P", P, 1)
     members = check_int("members", members, 1)
-    lo, hi = (0, members) if member_range is None else tuple(member_range)
-    lo, hi = check_int("member_range start", lo, 0), check_int("member_range stop", hi, 1)
-    if not lo < hi <= members:
-        raise ValueError(f"member_range must satisfy 0 <= start < stop <= members, got {lo, hi}")
-    max_steps = check_int("max_steps", max_steps, 1)
-    chunk = check_int("chunk", min(chunk, max_steps), 1)
-    patience = check_int("patience", patience, 0)
-    check_positive("lr", lr)
-    if batch_size is not None:
-        batch_size = min(check_int("batch_size", batch_size, 1), P)
-    # members per group, before anything is allocated: MemoryError if one member does not fit
+    lo, hi = _member_range(member_range, members)
+    if s.batch_size is not None:
+        s = dataclasses.replace(s, batch_size=min(s.batch_size, P))
     mesh = member_mesh(devices)
-    group = members_per_group(
-        task,
-        d_model,
-        P,
-        hi - lo,
-        limit=device_memory_limit(list(mesh.devices.flat), memory_limit),
-        n_devices=mesh.size,
-        factorized=factorized,
-        batch_size=batch_size,
-        num_test=num_test if test_tokens is None else max(len(test_tokens), 1),
-    )
+    group = _group_size(task, d_model, P, hi - lo, s, mesh, memory_limit, test_tokens)
     rng, seed, key_attrs = resolve_key(key, seed)
     keys = adam_keys(rng)
-    tokens, test_tokens = _datasets(task, P, members, tokens, test_tokens, num_test, keys)
-    if decay_steps is None:
-        decay_steps = max(max_steps - warmup_steps, 1)
+    tokens, test_tokens = _datasets(task, P, members, tokens, test_tokens, s.num_test, keys)
+    if s.decay_steps is None:
+        s = dataclasses.replace(s, decay_steps=max(s.max_steps - s.warmup_steps, 1))
     opt = adam_optimizer(
-        lr,
-        warmup_steps,
-        warmup_init,
-        patience=patience,
-        min_delta=min_delta,
-        decay=decay,
-        decay_steps=decay_steps,
-        end_fraction=end_fraction,
+        s.lr,
+        s.warmup_steps,
+        s.warmup_init,
+        patience=s.patience,
+        min_delta=s.min_delta,
+        decay=s.decay,
+        decay_steps=s.decay_steps,
+        end_fraction=s.end_fraction,
     )
     run = _Ensemble(
         task=task,
         hyper=hyper,
         d_model=d_model,
         members=members,
-        factorized=factorized,
-        train_embeddings=train_embeddings,
+        factorized=s.factorized,
+        train_embeddings=s.train_embeddings,
         init=init,
         init_keys=jax.random.split(keys.init, members),
         k_run=keys.run,
         opt=opt,
-        run_chunk=_chunk_program(opt, hyper, activation, P, task.L, batch_size, mesh),
+        run_chunk=_chunk_program(opt, hyper, activation, P, task.L, s.batch_size, mesh),
         mesh=mesh,
         tokens=tokens,
         test_tokens=test_tokens,
-        chunk=chunk,
-        max_steps=max_steps,
+        chunk=min(s.chunk, s.max_steps),
+        max_steps=s.max_steps,
         return_params=return_params,
     )
     groups = [slice(a, min(a + group, hi)) for a in range(lo, hi, group)]
-    desc = f"adam {activation} P={P}" + (f" ({len(groups)} groups)" if len(groups) > 1 else "")
-    with tqdm(total=max_steps * len(groups), disable=not progress_bar, desc=desc) as bar:
-        runs = [_train_group(run, idx, bar) for idx in groups]
+    runs = _train_groups(run, groups, f"adam {activation} P={P}", progress_bar)
     data, steps = _history(runs, activation, return_params)
-    settings = dict(
-        **key_attrs,
-        lr=lr,
-        warmup_init=warmup_init,
-        decay=decay,
-        decay_steps=decay_steps,
-        end_fraction=end_fraction,
-        max_steps=max_steps,
-        patience=patience,
-        min_delta=min_delta,
-        batch_size=batch_size or P,
-        factorized=factorized,
-        train_embeddings=train_embeddings,
-    )
-    attrs = _attrs(run, seed, activation, P, warmup_steps, len(steps), len(groups), settings)
+    attrs = _attrs(run, seed, activation, P, s, key_attrs, len(steps), len(groups))
     coords = {"member": np.arange(lo, hi), "step": np.asarray(steps)}
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-def _attrs(run, seed, activation, P, warmup_steps, records, groups, settings) -> dict:
+def _group_size(task, d_model, P, n, s: AdamSettings, mesh, memory_limit, test_tokens) -> int:
+    """Members per group, before anything is allocated: ``MemoryError`` if one does not fit."""
+    return members_per_group(
+        task,
+        d_model,
+        P,
+        n,
+        limit=device_memory_limit(list(mesh.devices.flat), memory_limit),
+        n_devices=mesh.size,
+        factorized=s.factorized,
+        batch_size=s.batch_size,
+        num_test=s.num_test if test_tokens is None else max(len(test_tokens), 1),
+    )
+
+
+def _member_range(member_range, members: int) -> tuple[int, int]:
+    """``member_range`` checked against ``members`` (default: all of them)."""
+    lo, hi = (0, members) if member_range is None else tuple(member_range)
+    lo, hi = check_int("member_range start", lo, 0), check_int("member_range stop", hi, 1)
+    if not lo < hi <= members:
+        raise ValueError(f"member_range must satisfy 0 <= start < stop <= members, got {lo, hi}")
+    return lo, hi
+
+
+def _train_groups(run: _Ensemble, groups: list[slice], desc: str, progress_bar: bool) -> list:
+    """Train the member groups one after another under one progress bar."""
+    desc += f" ({len(groups)} groups)" if len(groups) > 1 else ""
+    with tqdm(total=run.max_steps * len(groups), disable=not progress_bar, desc=desc) as bar:
+        return [_train_group(run, idx, bar) for idx in groups]
+
+
+def _attrs(run, seed, activation, P, s: AdamSettings, key_attrs, records, groups) -> dict:
     """The run's record (:class:`~bayes_attn.inference.record.RunRecord`) with the network's level
-    and options, as ``network_model`` would record them, and how the run was laid out."""
+    and options, as ``network_model`` would record them, and how the run was laid out. ``s`` is
+    resolved for the run (its decay's steps and its batch filled in)."""
+    settings = dict(
+        **key_attrs,
+        lr=s.lr,
+        warmup_init=s.warmup_init,
+        decay=s.decay,
+        decay_steps=s.decay_steps,
+        end_fraction=s.end_fraction,
+        max_steps=s.max_steps,
+        patience=s.patience,
+        min_delta=s.min_delta,
+        batch_size=s.batch_size or P,
+        factorized=s.factorized,
+        train_embeddings=s.train_embeddings,
+    )
     record = RunRecord(
-        "adam", seed, run.members, warmup_steps, records, run.chunk, settings=settings
+        "adam", seed, run.members, s.warmup_steps, records, run.chunk, settings=settings
     )
     attrs = record.attrs()
     attrs.update(
@@ -451,7 +540,7 @@ def _attrs(run, seed, activation, P, warmup_steps, records, groups, settings) ->
         activation=activation,
         d_model=run.d_model,
         P=P,
-        warmup_steps=warmup_steps,
+        warmup_steps=s.warmup_steps,
         **preset_attrs(run.task, run.hyper),
     )
     attrs.update(devices=run.mesh.size, member_groups=groups)

@@ -1,5 +1,6 @@
-"""Plots (data in, matplotlib Figure out) and the figure builders that ``bayes-attn figures``
-runs from the figure configs."""
+"""Plots (data in, matplotlib Figure out): ``plots``; the paper's figures drawn from the data
+:mod:`bayes_attn.experiments.figures` computes (``figures``, what ``bayes-attn figures`` runs); and
+the plots of ``bayes-attn diagnose`` (``report``)."""
 
 from bayes_attn.plotting import plots
 

@@ -1,210 +1,63 @@
-"""Regenerate the paper's figures from figure configs (``bayes_attn/configs/figures.py``).
-
-A figure config is a plain dict (see that file): the builder to use (``figure``), the sweeps it
-needs (run resumably, shared between figures), and its theory grids and sampler settings. Each
-builder computes the figure's data, saves it beside the PNG (NetCDF), and hands it to a plotting
-function of :mod:`bayes_attn.plotting.plots`, which computes nothing. The task and the
-hyperparameters come from the config (:func:`preset`): those of its protocol sweep, or its own
-``task`` and ``hyper`` dicts, Table 1 by default.
+"""Draw the paper's figures: the data of each (:mod:`bayes_attn.experiments.figures`, which runs
+the sweeps, the theory grids and the samplers the figure configs ask for) handed to its drawing
+function in :mod:`bayes_attn.plotting.plots`.
 
 ``bayes-attn figures`` is the command-line face of :func:`make_figures`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import logging
-import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
-import xarray as xr
 
-import bayes_attn
-from bayes_attn import _arviz as az
-from bayes_attn import algebra, theory
-from bayes_attn.experiments.sweep import SweepConfig, run_sweep
+from bayes_attn._deprecation import moved
+from bayes_attn.experiments.figures import FigureContext, figure_data
 from bayes_attn.plotting import plots
-from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
 
-
-def find_config_file(path=None) -> Path:
-    """The figure configs: ``path``, else the package's own ``bayes_attn/configs/figures.py``
-    (it ships in the wheel)."""
-    c = Path(path) if path is not None else Path(bayes_attn.__file__).resolve().parent / "configs"
-    c = c / "figures.py" if path is None else c
-    if not c.is_file():
-        raise FileNotFoundError(f"no figure configs at {c}; pass --configs PATH")
-    return c
-
-
-def load_configs(path=None) -> dict:
-    """The ``FIGURES`` dict (name -> config function) of a figure-config file."""
-    path = find_config_file(path)
-    spec = importlib.util.spec_from_file_location(f"bayes_attn_configs_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not isinstance(getattr(module, "FIGURES", None), dict):
-        raise ValueError(f"{path} must define FIGURES, a dict of name -> config function")
-    return module.FIGURES
+__getattr__ = moved(
+    __name__,
+    {
+        "find_config_file": "bayes_attn.experiments.figures",
+        "load_configs": "bayes_attn.experiments.figures",
+        "preset": "bayes_attn.experiments.figures",
+    },
+)
 
 
-class _Context:
-    """What builders share within one run: finished sweeps and theory grids, by name."""
-
-    def __init__(self, out: Path, progress: bool):
-        self.out, self.progress = out, progress
-        self.sweeps: dict[str, tuple[SweepConfig, xr.Dataset]] = {}
-        self.cache: dict = {}
-
-    def sweep(self, name: str, cfg: SweepConfig) -> xr.Dataset:
-        if name in self.sweeps:
-            if self.sweeps[name][0] != cfg:
-                raise ValueError(f"two figures name the sweep {name!r} with different configs")
-            return self.sweeps[name][1]
-        log.info("sweep %s -> %s", name, self.out / f"{name}.nc")
-        ds = run_sweep(cfg, self.out / f"{name}.nc", progress=self.progress)
-        self.sweeps[name] = (cfg, ds)
-        return ds
-
-    def theory(self, kind: str, activation: str, grid: dict, task, hyper):
-        """Theory along P at the task's L (``curve``) or over (L, P) / (V, P) (``L``, ``V``)."""
-        activation = str(activation)
-        key = (kind, activation, tuple(grid["P"]), tuple(grid.get(kind, ())), task, hyper)
-        if key not in self.cache:
-            lo, hi, n = grid["P"]
-            Ps = np.geomspace(lo, hi, int(n))
-            if kind == "curve":
-                ds = theory.phase_diagram(task, hyper, Ps, activation, L=[task.L], boundaries=False)
-                ds = ds.isel(L=0)
-            else:
-                ds = theory.phase_diagram(task, hyper, Ps, activation, **{kind: list(grid[kind])})
-            ds.to_netcdf(self.out / f"theory_{activation}_{kind}.nc", engine="h5netcdf")
-            self.cache[key] = ds
-        return self.cache[key]
-
-    @staticmethod
-    def boundaries(task, hyper):
-        return theory.phase_boundaries(task, hyper)  # cached
+def _posterior_title(boundary: str, factor: float, P: float) -> str:
+    where = plots.BOUNDARY_WORDS.get(boundary, boundary).split(" (")[0]
+    at = where if factor == 1 else f"{factor:g} × the {where}"
+    return f"P = {P:.1f} ({at})"
 
 
-def preset(spec) -> tuple[CopyTask, Hyper]:
-    """The task and hyperparameters of a figure config: those of its protocol sweep (its first L
-    and V, and its ``hyper``), else the config's own ``task`` (L, V) and ``hyper`` dicts, each
-    defaulting to the paper's Table 1."""
-    cfg = spec.get("sweeps", {}).get("protocol")
-    if cfg is not None:
-        return CopyTask(int(cfg.L[0]), int(cfg.V[0])), Hyper(**cfg.hyper)
-    paper = Hyper.paper()
-    task = CopyTask(**{"L": 25, "V": 5, **spec.get("task", {})})
-    hyper = Hyper(**{**dataclasses.asdict(paper), **spec.get("hyper", {})})
-    return task, hyper
-
-
-def _one_point(ds: xr.Dataset) -> xr.Dataset:
-    """A protocol sweep at its single (L, V, seed)."""
-    for d in ("L", "V", "seed"):
-        if ds.sizes[d] != 1:
-            raise ValueError(f"the figure needs a protocol sweep at one {d}, got {ds.sizes[d]}")
-    return ds.isel(L=0, V=0, seed=0)
-
-
-def _attention_and_loss(spec, ctx):
-    proto = _one_point(ctx.sweep("protocol", spec["sweeps"]["protocol"]))
-    L = int(proto.L)
-    # for softmax the theory's (a1, aG) are the coefficients of the same J, G* pattern
-    A = algebra.reduced_attention(proto.theory_c1.values, proto.theory_cG.values, L)
-    attn = xr.DataArray(
-        np.asarray(A),
-        dims=("activation", "P", "query", "key"),
-        coords={"activation": proto.activation, "P": proto.P},
-    )
-    task, hyper = preset(spec)
-    curves = {
-        a: ctx.theory("curve", a, spec["theory"], task, hyper) for a in proto.activation.values
+def _posteriors(panels, ref_vals):
+    idatas = {
+        act: [(_posterior_title(b, f, P), idata) for b, f, P, idata in rows]
+        for act, rows in panels.items()
     }
-    return plots.attention_and_loss(proto, attn, curves, spec.get("show_P", (20, 100, 300, 800)))
+    return plots.posteriors_across(idatas, ref_vals=ref_vals)
 
 
-def _transition(spec, ctx):
-    act = spec["activation"]
-    cfg = spec["sweeps"]["protocol"]
-    proto = _one_point(ctx.sweep("protocol", cfg))
-    grid = spec["theory"]
-    opts = cfg.options  # SweepConfig has filled in every default
-    task, hyper = preset(spec)
-    return plots.order_parameter_transition(
-        proto,
-        ctx.theory("curve", act, grid, task, hyper),
-        ctx.theory("L", act, grid, task, hyper),
-        ctx.theory("V", act, grid, task, hyper),
-        act,
-        ctx.boundaries(task, hyper),
-        networks=f"{opts['members']} networks of width {opts['d_model']}",
-    )
-
-
-def _posterior(spec, ctx):
-    from bayes_attn.analysis.diagnostics import fold_posterior
-    from bayes_attn.inference import run_nuts, run_smc
-    from bayes_attn.models import order_param_model
-
-    task, hyper = preset(spec)
-    b = ctx.boundaries(task, hyper)
-    idatas, refs = {}, {}
-    for act, where in spec["at"].items():
-        idatas[act], refs[act] = [], []
-        for k, (boundary, factor) in enumerate(where):
-            P = float(getattr(b, boundary)) * factor
-            if not math.isfinite(P):
-                raise ValueError(f"the {boundary} boundary is not finite at this preset")
-            if act == "softmax":
-                idata = run_smc(
-                    order_param_model,
-                    model_args=(task, hyper, P, act),
-                    seed=k,
-                    **spec["smc"],
-                )
-            else:
-                idata = run_nuts(
-                    order_param_model,
-                    model_args=(task, hyper, P, act),
-                    seed=k,
-                    progress_bar=False,
-                    **spec["nuts"],
-                )
-                idata = fold_posterior(idata)
-            az.to_netcdf(idata, ctx.out / f"posterior_{act}_{k}.nc")
-            sd = theory.global_saddle(task, hyper, P, act)
-            refs[act].append(round(float(sd.cG if act == "linear" else sd.aG), 3))
-            where_ = plots.BOUNDARY_WORDS.get(boundary, boundary).split(" (")[0]
-            at = where_ if factor == 1 else f"{factor:g} × the {where_}"
-            idatas[act].append((f"P = {P:.1f} ({at})", idata))
-    return plots.posteriors_across(idatas, ref_vals=refs)
-
-
-def _phase_weights(spec, ctx):
-    from bayes_attn.theory.modes import phase_weights, weight_crossing
-
-    task, hyper = preset(spec)
-    b = ctx.boundaries(task, hyper)
-    span = spec["span"]
-    Ps = np.linspace(b.first_order * (1 - span), b.first_order * (1 + span), spec["num"])
-    w = phase_weights(task, hyper, Ps)
-    w.attrs.setdefault("chi", hyper.chi)
-    w.to_netcdf(ctx.out / "phase_weights.nc", engine="h5netcdf")
-    return plots.phase_weight_curve(w, weight_crossing(task, hyper), b)
-
-
-BUILDERS = {
-    "attention_and_loss": _attention_and_loss,
-    "transition": _transition,
-    "posterior": _posterior,
-    "phase_weights": _phase_weights,
+#: figure -> its drawing, from the data of :func:`bayes_attn.experiments.figures.figure_data`
+DRAW = {
+    "attention_and_loss": lambda d: plots.attention_and_loss(
+        d["proto"], d["attn"], d["curves"], d["show_P"]
+    ),
+    "transition": lambda d: plots.order_parameter_transition(
+        d["proto"],
+        d["curve"],
+        d["over_L"],
+        d["over_V"],
+        d["activation"],
+        d["boundaries"],
+        networks=d["networks"],
+    ),  # fmt: skip
+    "posterior": lambda d: _posteriors(d["panels"], d["ref_vals"]),
+    "phase_weights": lambda d: plots.phase_weight_curve(d["w"], d["crossing"], d["boundaries"]),
 }
 
 
@@ -222,14 +75,12 @@ def make_figures(
         raise ValueError(f"unknown figures {unknown}; known: {sorted(configs)}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    ctx = _Context(out, progress)
+    ctx = FigureContext(out, progress)
     written = {}
     for name in names:
         spec = configs[name](quick=quick)
-        if spec.get("figure") not in BUILDERS:
-            raise ValueError(f"figure {name}: unknown builder {spec.get('figure')!r}")
         log.info("figure %s", name)
-        fig = BUILDERS[spec["figure"]](spec, ctx)
+        fig = DRAW[spec["figure"]](figure_data(name, spec, ctx))
         path = out / f"{name}.png"
         fig.savefig(path, dpi=dpi)
         plt.close(fig)

@@ -136,6 +136,30 @@ def _canonical(activation: str, c: np.ndarray) -> np.ndarray:
     return c
 
 
+#: The data term is (P L / 2 sigma^2) (1 - fit) with 1 - fit -> 0 as P grows: in float64 it keeps
+#: its digits while P L / (2 sigma^2) <= 4e9 (P = 9.6e9 at Table 1). At Table 1 the saddles match a
+#: cancellation-free form of the action to 1e-8 up to P = 1e11 (linear) and 1e13 (softmax); from
+#: P ~ 1e12 the linear gradient is rounding noise and no candidate passes the stationarity test.
+MAX_DATA_SCALE = 4e9
+
+
+def max_P(task, hyper) -> float:
+    """The largest P at which :func:`saddles` is accurate in float64 (see ``MAX_DATA_SCALE``)."""
+    return MAX_DATA_SCALE * 2 * float(hyper.sigma2) / task.L
+
+
+def check_P_in_range(task, hyper, P) -> float:
+    """``P`` if :func:`saddles` can answer it (positive, at most :func:`max_P`), else
+    ``ValueError`` naming the largest P: a check to make before any work."""
+    P = check_positive("P", P)
+    if P > max_P(task, hyper):
+        raise ValueError(
+            f"P must be <= {max_P(task, hyper):.3g} at L={task.L}, sigma^2={hyper.sigma2:g} (the "
+            f"float64 reduced action loses its digits beyond it), got {P:g}"
+        )
+    return P
+
+
 def saddles(task, hyper, P, activation: str) -> list[Saddle]:
     """Every local minimum of the reduced action at training-set size P, the global one first.
 
@@ -151,13 +175,14 @@ def saddles(task, hyper, P, activation: str) -> list[Saddle]:
     -------
     list of Saddle
         Sorted by action. For linear attention each Z2 pair appears once (c1 + cG >= 0).
+        ``ValueError`` for P above :func:`max_P`.
 
     References
     ----------
     Paper Sec. 3.3, Fig. 2; docs/theory.md §7.
     """
     check_activation(activation)
-    P = check_positive("P", P)
+    P = check_P_in_range(task, hyper, P)
     sc = scales(task, hyper)
     pts, vals, gnorm, lam = (np.asarray(a) for a in candidates(activation, jnp.float64(P), sc))
     ok = (gnorm <= 1e-7 * np.maximum(1.0, np.abs(vals))) & (lam > 0) & np.isfinite(vals)

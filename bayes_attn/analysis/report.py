@@ -1,0 +1,169 @@
+"""What the command line reports, as data and text: the theory's saddles and boundaries
+(``bayes-attn theory``), and what a result file holds (``bayes-attn diagnose``: a posterior, a sweep
+or an Adam ensemble, and its table). The plots of a file are
+:func:`bayes_attn.plotting.report.plot_report`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import xarray as xr
+
+from bayes_attn import _arviz as az
+from bayes_attn.analysis.diagnostics import diagnose, fold_posterior
+from bayes_attn.analysis.ensembles import ensemble_summary
+from bayes_attn.inference.record import header
+from bayes_attn.models._sites import BOUNDARY_ACTIVATION, ORDER_PARAMETERS
+from bayes_attn.models.levels import order_parameters
+
+KINDS = ("posterior", "sweep", "adam")
+
+
+# --------------------------------------------------------------------------------------------------
+# The theory at a preset
+
+
+def theory_report(task, hyper, Ps, activations) -> dict:
+    """The preset, the phase boundaries of ``activations`` and, at every P, the global saddle
+    (its order parameters, loss and action) with its metastable minima: a JSON-ready dict.
+
+    ``ValueError`` before any work for a P the theory cannot answer
+    (:func:`bayes_attn.theory.saddles.check_P_in_range`)."""
+    from bayes_attn import theory
+    from bayes_attn.theory.saddles import check_P_in_range
+
+    for P in Ps:
+        check_P_in_range(task, hyper, P)
+    b = theory.phase_boundaries(task, hyper)
+    report = {
+        "preset": {"L": task.L, "V": task.V, **hyper.as_dict()},
+        "boundaries": {
+            k: v
+            for k, v in b.as_dict().items()
+            if not isinstance(v, dict) and BOUNDARY_ACTIVATION.get(k, activations[0]) in activations
+        },
+        "saddles": [],
+    }
+    for act in activations:
+        for P in Ps:
+            found = theory.saddles(task, hyper, P, act)
+            entry = {"activation": act, "P": P, **found[0].order_parameters()}
+            entry.update(loss=found[0].loss, action=found[0].action)
+            entry["metastable"] = [m.order_parameters() for m in found[1:]]
+            report["saddles"].append(entry)
+    return report
+
+
+_BOUNDARY_ROWS = (  # (field, index into a pair or None, words)
+    ("second_order", None, "second-order P* (numeric)"),
+    ("second_order_closed_form", None, "second-order P* (closed form)"),
+    ("crossover", None, "crossover (max d cG / d log P)"),
+    ("first_order", None, "first-order P* (equal action)"),
+    ("spinodals", 0, "lower spinodal"),
+    ("spinodals", 1, "upper spinodal"),
+)
+
+
+def theory_text(report: dict) -> str:
+    """:func:`theory_report` as tables: the boundaries, then the saddles of each activation."""
+    p = report["preset"]
+    lines = [
+        f"preset: L={p['L']}, V={p['V']}, chi={p['chi']:g}, g_W={p['g_w']:g}, "
+        f"g_O={p['g_o']:g}, sigma^2={p['sigma2']:g}\n",
+        "phase boundaries (training sequences P)",
+    ]
+    b = report["boundaries"]
+    for name, i, words in _BOUNDARY_ROWS:
+        if name in b:
+            value = b[name] if i is None else b[name][i]
+            lines.append(f"  {BOUNDARY_ACTIVATION[name] + ', ' + words:42s} {value:10.3f}")
+    for act in dict.fromkeys(e["activation"] for e in report["saddles"]):
+        q = order_parameters(act)
+        lines.append(f"\n{act} attention: global saddle (metastable minima in brackets)")
+        lines.append(f"  {'P':>8} {q[0]:>8} {q[1]:>8} {'loss':>8}")
+        for e in (e for e in report["saddles"] if e["activation"] == act):
+            extra = "".join(
+                f" [{q[0]}={m[q[0]]:.3f}, {q[1]}={m[q[1]]:.3f}]" for m in e["metastable"]
+            )
+            lines.append(f"  {e['P']:8.6g} {e[q[0]]:8.4f} {e[q[1]]:8.4f} {e['loss']:8.4f}{extra}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# A result file
+
+
+class UnknownVariables(ValueError):
+    """Variables asked for that the posterior does not hold; ``valid`` lists those it does."""
+
+    def __init__(self, unknown, valid, path):
+        self.unknown, self.valid = list(unknown), list(valid)
+        super().__init__(
+            f"no variable {', '.join(map(repr, self.unknown))} in {path}; "
+            f"valid: {', '.join(map(str, self.valid))}"
+        )
+
+
+@dataclasses.dataclass
+class FileReport:
+    """A result file read for a report: its ``kind`` (one of ``KINDS``), the ``text`` to print,
+    the ``data`` to plot (the InferenceData as shown, folded with ``fold``, or the Dataset) and,
+    for a posterior, the variables shown."""
+
+    kind: str
+    text: str
+    data: object
+    names: list[str] | None = None
+
+
+def read_report(path, var_names=(), fold: bool = False) -> FileReport:
+    """Read a NetCDF result and describe it: a posterior gets :func:`diagnose` (of ``var_names``,
+    default the order parameters it holds; ``fold``: Z2-folded), a sweep its provenance, its
+    progress and the table of its finished points, an Adam ensemble its provenance and
+    :func:`ensemble_summary`. ``ValueError`` for a file that is none of these (or unreadable),
+    :class:`UnknownVariables` for a variable the posterior does not hold."""
+    path = Path(path)
+    try:
+        idata = az.from_netcdf(path)
+    except Exception as err:  # h5py raises OSError, xarray ValueError, ...
+        raise ValueError(f"cannot read {path}: {err}") from err
+    if "posterior" in az.groups(idata):
+        return _posterior_report(idata, path, list(var_names), fold)
+    with xr.open_dataset(path, engine="h5netcdf") as f:
+        ds = f.load()
+    if "done" in ds:
+        return _sweep_report(ds)
+    if ds.attrs.get("trainer") == "adam":
+        text = f"{header(ds.attrs)}\n{ensemble_summary(ds).to_dataframe().T.to_string()}"
+        return FileReport("adam", text, ds)
+    raise ValueError(f"{path} is not a posterior, an Adam ensemble or a sweep file")
+
+
+def _posterior_report(idata, path, var_names, fold) -> FileReport:
+    valid = list(idata.posterior.data_vars)
+    unknown = [v for v in var_names if v.removeprefix("~") not in valid]
+    if unknown:
+        raise UnknownVariables(unknown, valid, path)
+    names = var_names or [q for q in ORDER_PARAMETERS if q in idata.posterior] or None
+    d = diagnose(idata, var_names=names, fold=fold)
+    shown = fold_posterior(idata) if fold else idata
+    return FileReport("posterior", str(d), shown, names or list(d.table.index))
+
+
+def _sweep_report(ds: xr.Dataset) -> FileReport:
+    ds["done"] = ds["done"].astype(bool)
+    lines = [
+        header(ds.attrs),
+        f"{ds.attrs.get('kind', '?')} sweep: {int(ds['done'].sum())} of {ds['done'].size} points done",
+    ]
+    scalars = [
+        v for v in ds.data_vars if v != "done" and ds[v].ndim <= 6 and "query" not in ds[v].dims
+    ]
+    table = ds[scalars].where(ds["done"])
+    if "member" in table.dims:
+        table = table.mean("member")
+    frame = table.to_dataframe().dropna(how="all")
+    lines.append(frame.to_string(float_format=lambda x: f"{x:.4g}"))
+    return FileReport("sweep", "\n".join(lines), ds)

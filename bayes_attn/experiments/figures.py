@@ -1,0 +1,220 @@
+"""The data behind the paper's figures, from figure configs (``bayes_attn/configs/figures.py``).
+
+A figure config is a plain dict (see that file): the figure to draw (``figure``), the sweeps it
+needs (run resumably, shared between figures), and its theory grids and sampler settings. For each
+figure, :func:`figure_data` runs what it needs (the sweeps, the theory grids, the samplers), saves
+the data beside the PNG (NetCDF) and returns the arguments of its drawing function in
+:mod:`bayes_attn.plotting.plots`; :func:`bayes_attn.plotting.figures.make_figures` draws them. The
+task and the hyperparameters come from the config (:func:`preset`): those of its protocol sweep,
+or its own ``task`` and ``hyper`` dicts, Table 1 by default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+import bayes_attn
+from bayes_attn import _arviz as az
+from bayes_attn import algebra, theory
+from bayes_attn.experiments.sweep import SweepConfig, run_sweep
+from bayes_attn.task import CopyTask, Hyper
+
+log = logging.getLogger(__name__)
+
+
+def find_config_file(path=None) -> Path:
+    """The figure configs: ``path``, else the package's own ``bayes_attn/configs/figures.py``
+    (it ships in the wheel)."""
+    c = Path(path) if path is not None else Path(bayes_attn.__file__).resolve().parent / "configs"
+    c = c / "figures.py" if path is None else c
+    if not c.is_file():
+        raise FileNotFoundError(f"no figure configs at {c}; pass --configs PATH")
+    return c
+
+
+def load_configs(path=None) -> dict:
+    """The ``FIGURES`` dict (name -> config function) of a figure-config file."""
+    path = find_config_file(path)
+    spec = importlib.util.spec_from_file_location(f"bayes_attn_configs_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not isinstance(getattr(module, "FIGURES", None), dict):
+        raise ValueError(f"{path} must define FIGURES, a dict of name -> config function")
+    return module.FIGURES
+
+
+class FigureContext:
+    """What the figures of one run share: finished sweeps and theory grids, by name, in the
+    folder ``out``."""
+
+    def __init__(self, out: Path, progress: bool):
+        self.out, self.progress = Path(out), progress
+        self.sweeps: dict[str, tuple[SweepConfig, xr.Dataset]] = {}
+        self.cache: dict = {}
+
+    def sweep(self, name: str, cfg: SweepConfig) -> xr.Dataset:
+        if name in self.sweeps:
+            if self.sweeps[name][0] != cfg:
+                raise ValueError(f"two figures name the sweep {name!r} with different configs")
+            return self.sweeps[name][1]
+        log.info("sweep %s -> %s", name, self.out / f"{name}.nc")
+        ds = run_sweep(cfg, self.out / f"{name}.nc", progress=self.progress)
+        self.sweeps[name] = (cfg, ds)
+        return ds
+
+    def theory(self, kind: str, activation: str, grid: dict, task, hyper):
+        """Theory along P at the task's L (``curve``) or over (L, P) / (V, P) (``L``, ``V``)."""
+        activation = str(activation)
+        key = (kind, activation, tuple(grid["P"]), tuple(grid.get(kind, ())), task, hyper)
+        if key not in self.cache:
+            lo, hi, n = grid["P"]
+            Ps = np.geomspace(lo, hi, int(n))
+            if kind == "curve":
+                ds = theory.phase_diagram(task, hyper, Ps, activation, L=[task.L], boundaries=False)
+                ds = ds.isel(L=0)
+            else:
+                ds = theory.phase_diagram(task, hyper, Ps, activation, **{kind: list(grid[kind])})
+            ds.to_netcdf(self.out / f"theory_{activation}_{kind}.nc", engine="h5netcdf")
+            self.cache[key] = ds
+        return self.cache[key]
+
+    @staticmethod
+    def boundaries(task, hyper):
+        return theory.phase_boundaries(task, hyper)  # cached
+
+
+def preset(spec) -> tuple[CopyTask, Hyper]:
+    """The task and hyperparameters of a figure config: those of its protocol sweep (its first L
+    and V, and its ``hyper``), else the config's own ``task`` (L, V) and ``hyper`` dicts, each
+    defaulting to the paper's Table 1."""
+    cfg = spec.get("sweeps", {}).get("protocol")
+    if cfg is not None:
+        return CopyTask(int(cfg.L[0]), int(cfg.V[0])), Hyper(**cfg.hyper)
+    paper = Hyper.paper()
+    task = CopyTask(**{"L": 25, "V": 5, **spec.get("task", {})})
+    hyper = Hyper(**{**dataclasses.asdict(paper), **spec.get("hyper", {})})
+    return task, hyper
+
+
+def _one_point(ds: xr.Dataset) -> xr.Dataset:
+    """A protocol sweep at its single (L, V, seed)."""
+    for d in ("L", "V", "seed"):
+        if ds.sizes[d] != 1:
+            raise ValueError(f"the figure needs a protocol sweep at one {d}, got {ds.sizes[d]}")
+    return ds.isel(L=0, V=0, seed=0)
+
+
+def attention_and_loss(spec, ctx: FigureContext) -> dict:
+    """Fig. 1: the protocol sweep, the theory's attention patterns, the theory curves."""
+    proto = _one_point(ctx.sweep("protocol", spec["sweeps"]["protocol"]))
+    L = int(proto.L)
+    # for softmax the theory's (a1, aG) are the coefficients of the same J, G* pattern
+    A = algebra.reduced_attention(proto.theory_c1.values, proto.theory_cG.values, L)
+    attn = xr.DataArray(
+        np.asarray(A),
+        dims=("activation", "P", "query", "key"),
+        coords={"activation": proto.activation, "P": proto.P},
+    )
+    task, hyper = preset(spec)
+    curves = {
+        a: ctx.theory("curve", a, spec["theory"], task, hyper) for a in proto.activation.values
+    }
+    return dict(
+        proto=proto, attn=attn, curves=curves, show_P=spec.get("show_P", (20, 100, 300, 800))
+    )
+
+
+def transition(spec, ctx: FigureContext) -> dict:
+    """Figs. 3 and 4: the protocol sweep, the theory along P and over (P, L) and (P, V), the
+    boundaries."""
+    act = spec["activation"]
+    cfg = spec["sweeps"]["protocol"]
+    proto = _one_point(ctx.sweep("protocol", cfg))
+    grid = spec["theory"]
+    opts = cfg.options  # SweepConfig has filled in every default
+    task, hyper = preset(spec)
+    return dict(
+        proto=proto,
+        curve=ctx.theory("curve", act, grid, task, hyper),
+        over_L=ctx.theory("L", act, grid, task, hyper),
+        over_V=ctx.theory("V", act, grid, task, hyper),
+        activation=act,
+        boundaries=ctx.boundaries(task, hyper),
+        networks=f"{opts['members']} networks of width {opts['d_model']}",
+    )
+
+
+def _posterior_at(spec, ctx, task, hyper, act, k, P):
+    """One posterior of the reduced model at P: NUTS (folded) for linear, SMC for softmax."""
+    from bayes_attn.analysis.diagnostics import fold_posterior
+    from bayes_attn.inference import run_nuts, run_smc
+    from bayes_attn.models import order_param_model
+
+    args = (task, hyper, P, act)
+    if act == "softmax":
+        idata = run_smc(order_param_model, model_args=args, seed=k, **spec["smc"])
+    else:
+        idata = run_nuts(
+            order_param_model, model_args=args, seed=k, progress_bar=False, **spec["nuts"]
+        )
+        idata = fold_posterior(idata)
+    az.to_netcdf(idata, ctx.out / f"posterior_{act}_{k}.nc")
+    return idata
+
+
+def posterior(spec, ctx: FigureContext) -> dict:
+    """The posterior of the copy order parameter across each transition: ``panels``
+    (activation -> [(boundary, factor, P, InferenceData)], at ``factor`` times the boundary) and
+    ``ref_vals``, the Level-2 saddle's value in each panel."""
+    task, hyper = preset(spec)
+    b = ctx.boundaries(task, hyper)
+    panels, refs = {}, {}
+    for act, where in spec["at"].items():
+        panels[act], refs[act] = [], []
+        for k, (boundary, factor) in enumerate(where):
+            P = float(getattr(b, boundary)) * factor
+            if not math.isfinite(P):
+                raise ValueError(f"the {boundary} boundary is not finite at this preset")
+            idata = _posterior_at(spec, ctx, task, hyper, act, k, P)
+            sd = theory.global_saddle(task, hyper, P, act)
+            refs[act].append(round(float(sd.cG if act == "linear" else sd.aG), 3))
+            panels[act].append((boundary, factor, P, idata))
+    return dict(panels=panels, ref_vals=refs)
+
+
+def phase_weights(spec, ctx: FigureContext) -> dict:
+    """The weight of the strong-copy softmax phase against P around the first-order P*."""
+    from bayes_attn.theory.modes import phase_weights as weights
+    from bayes_attn.theory.modes import weight_crossing
+
+    task, hyper = preset(spec)
+    b = ctx.boundaries(task, hyper)
+    span = spec["span"]
+    Ps = np.linspace(b.first_order * (1 - span), b.first_order * (1 + span), spec["num"])
+    w = weights(task, hyper, Ps)
+    w.attrs.setdefault("chi", hyper.chi)
+    w.to_netcdf(ctx.out / "phase_weights.nc", engine="h5netcdf")
+    return dict(w=w, crossing=weight_crossing(task, hyper), boundaries=b)
+
+
+#: figure -> the function that computes its data
+DATA = {
+    "attention_and_loss": attention_and_loss,
+    "transition": transition,
+    "posterior": posterior,
+    "phase_weights": phase_weights,
+}
+
+
+def figure_data(name: str, spec: dict, ctx: FigureContext) -> dict:
+    """The data of the figure ``name`` configured by ``spec`` (computed, saved in ``ctx.out``)."""
+    if spec.get("figure") not in DATA:
+        raise ValueError(f"figure {name}: unknown builder {spec.get('figure')!r}")
+    return DATA[spec["figure"]](spec, ctx)
