@@ -524,22 +524,72 @@ def trace(idata, var_names):
     return fig
 
 
+def _readable_y(ax, values) -> None:
+    """A linear y axis, or a log one labelled with plain numbers at 1, 2 and 5 times the powers
+    of ten where the values span more than a decade."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if v.size and v.min() > 0 and v.max() / v.min() > 10:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def adam_loss(ds):
-    """The train loss per member against the step; points are marked, so that a history of one
-    record still shows."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.4), constrained_layout=True)
+    """What Adam minimises beside what it is judged by, per member against the step.
+
+    Panels: the train loss per token (1/2 |y - f|^2 per token), with the theory's loss at the
+    Level-2 global saddle when ``ds`` has it (:func:`~bayes_attn.analysis.classify_minima`); the
+    objective per token that Adam minimises (the chi-scaled negative log-posterior,
+    ``objective = (chi / sigma^2) train_loss + prior / (P L)``); and its prior part
+    ``objective - (chi / sigma^2) train_loss``. The objective can fall while the train loss rises,
+    when the weights shrink faster than the fit worsens. Points are marked when there are at most
+    30 records, so a history of one record still shows. Each panel has its own linear axis (log,
+    with plain numbers, where its values span more than a decade).
+    """
+    parts = "objective" in ds and {"chi", "sigma2"} <= set(ds.attrs)
+    panels = ["train_loss"] + (["objective"] if "objective" in ds else []) + (["prior"] * parts)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 0.8, 3.6),
+                             squeeze=False, constrained_layout=True)  # fmt: skip
     steps = np.asarray(ds.step)
     marker = "o" if steps.size <= 30 else None
-    for m in range(ds.sizes["member"]):
-        ax.plot(steps, ds.train_loss.isel(member=m), marker=marker, ms=4, lw=1, label=f"member {m}")
-    ax.set(
-        yscale="log",
-        xlabel="Adam step",
-        ylabel="train loss per token",
-        title=f"train loss per member\n{run_title(ds.attrs)}",
-    )
-    if ds.sizes["member"] <= 10:
-        ax.legend(fontsize=7)
+    n = ds.sizes["member"]
+    data = {"train_loss": ds.train_loss}
+    if "objective" in ds:
+        data["objective"] = ds.objective
+    if parts:
+        data["prior"] = (
+            ds.objective - float(ds.attrs["chi"]) / float(ds.attrs["sigma2"]) * ds.train_loss
+        )
+    words = {
+        "train_loss": ("train loss per token", "train loss (what the filter judges)"),
+        "objective": ("objective per token", "objective (minimised): -log posterior"),
+        "prior": ("prior part per token", "its prior part: objective - (chi/sigma^2) loss"),
+    }
+    for ax, name in zip(axes[0], panels, strict=True):
+        values = data[name]
+        for m in range(n):
+            ax.plot(steps, values.isel(member=m), marker=marker, ms=4, lw=1, color=f"C{m % 10}",
+                    label=f"member {m}")  # fmt: skip
+        shown = np.ravel(np.asarray(values))
+        if name == "train_loss" and "theory_loss" in ds:
+            theory = float(ds["theory_loss"])
+            ax.hlines(theory, steps.min(), steps.max(), colors="k", linestyles="--", lw=1,
+                      label="theory (Level-2 global saddle)")  # fmt: skip
+            shown = np.append(shown, theory)
+        _readable_y(ax, shown)
+        ax.set(xlabel="Adam step", ylabel=words[name][0], title=words[name][1])
+        ax.title.set_fontsize(10)
+    first = axes[0][0]
+    handles, labels = first.get_legend_handles_labels()
+    keep = [(h, lab) for h, lab in zip(handles, labels, strict=True)
+            if n <= 10 or not lab.startswith("member")]  # fmt: skip
+    if keep:
+        first.legend(*zip(*keep, strict=True), fontsize=7)
+    fig.suptitle(run_title(ds.attrs), fontsize=10)
     return fig
 
 
