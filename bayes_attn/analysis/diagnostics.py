@@ -11,6 +11,7 @@ surviving initial lineages and the tempering steps, with the sampler's own warni
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings as _warnings
 
 import numpy as np
@@ -219,7 +220,7 @@ def ordered_phase(attrs) -> tuple[bool, float] | None:
 
     References
     ----------
-    docs/theory.md §4 (the second-order transition: above P* the origin is unstable and the
+    docs/theory.md §7 (the second-order transition: above P* the origin is unstable and the
     posterior has the two Z2 images of one ordered state).
     """
     a = dict(attrs)
@@ -230,6 +231,16 @@ def ordered_phase(attrs) -> tuple[bool, float] | None:
     hyper = Hyper(*(float(np.asarray(a[k]).item()) for k in ("chi", "g_w", "g_o", "sigma2")))
     p_star = float(second_order_closed_form(scales(task, hyper)))
     return float(np.asarray(a["P"]).item()) > p_star, p_star
+
+
+def fold_ordered(idata):
+    """``idata`` folded onto the Z2 image c1 + cG >= 0 (:func:`fold_posterior`) when the run is in
+    the ordered linear phase (:func:`ordered_phase`: P above the Level-2 second-order P*), else
+    unchanged: below P* the posterior is one state, symmetric about the origin, and folding it
+    would move its mean off zero. The figures' and the summaries' side of :func:`diagnose`'s fold
+    rule (which also folds, whatever P, chains that agree only once folded)."""
+    ordered = ordered_phase(idata.posterior.attrs)
+    return fold_posterior(idata) if ordered is not None and ordered[0] else idata
 
 
 def _image_fractions(idata) -> np.ndarray:
@@ -275,6 +286,72 @@ def _z2_rule(idata, groups, folded_groups, linear):
     if any(v in groups for v in linear) and not any(v in folded_groups for v in linear):
         return _z2_images(idata, fractions, None if ordered is None else ordered[1])
     return None
+
+
+def hdi(draws, prob: float = 0.94) -> tuple[float, float]:
+    """The narrowest interval that holds a fraction ``prob`` of the 1-D ``draws`` (highest density
+    interval of the sample)."""
+    x = np.sort(np.ravel(np.asarray(draws, float)))
+    if x.size == 0:
+        return math.nan, math.nan
+    k = min(x.size, max(1, math.ceil(prob * x.size)))
+    widths = x[k - 1 :] - x[: x.size - k + 1]
+    i = int(np.argmin(widths))
+    return float(x[i]), float(x[i + k - 1])
+
+
+def phase_summary(idata, var: str, boundary="level2", *, hdi_prob: float = 0.94) -> pd.DataFrame:
+    """One row per phase of the posterior of ``var``: ``weight`` (the fraction of draws) with its
+    standard error ``weight_se``, ``mean``, ``sd``, ``hdi_low``, ``hdi_high`` (the ``hdi_prob``
+    highest density interval, :func:`hdi`) and ``n_draws``, so that a bimodal posterior is
+    reported phase by phase instead of by one mean and one interval across both modes.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+    var : str
+    boundary : "level2", float or None
+        ``"level2"`` (default): for a softmax ``aG`` or ``cG`` with two phases at the run's P, the
+        Level-2 density minimum between them (:func:`bayes_attn.analysis.phase_occupancy`, which
+        also gives the weight's error, for MCMC chains and SMC runs alike); otherwise one phase.
+        A number: draws above it are ``strong``, below ``weak``. None: one phase, ``posterior``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``phase`` (``weak``, ``strong``, or ``posterior``); ``attrs["boundary"]`` the split
+        (nan for one phase).
+    """
+    x = np.asarray(idata.posterior[var].transpose("chain", "draw"), float)
+    occ = None
+    if boundary == "level2":
+        soft = idata.posterior.attrs.get("activation") == "softmax" and var in ("aG", "cG")
+        if soft:
+            try:
+                occ = phase_occupancy(idata, var)
+            except (ValueError, KeyError):  # one phase at this P, or no P in the attrs
+                occ = None
+    elif boundary is not None:
+        occ = phase_occupancy(idata, var, boundary=float(boundary))
+    rows = {}
+    if occ is None:
+        lo, hi = hdi(x, hdi_prob)
+        rows["posterior"] = (1.0, 0.0, x.mean(), x.std(), lo, hi, x.size)
+    else:
+        for phase, mask, w in (
+            ("weak", x <= occ.boundary, 1.0 - occ.fraction),
+            ("strong", x > occ.boundary, occ.fraction),
+        ):
+            y = x[mask]
+            lo, hi = hdi(y, hdi_prob)
+            mean, sd = (float(y.mean()), float(y.std())) if y.size else (math.nan, math.nan)
+            rows[phase] = (w, occ.se, mean, sd, lo, hi, y.size)
+    cols = ["weight", "weight_se", "mean", "sd", "hdi_low", "hdi_high", "n_draws"]
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=cols)
+    table.index.name = "phase"
+    table.attrs["boundary"] = math.nan if occ is None else float(occ.boundary)
+    table.attrs["hdi_prob"] = float(hdi_prob)
+    return table
 
 
 def diagnose(
