@@ -141,16 +141,14 @@ def broken_at(x, y, at):
 
 def _first_order_end(diag, axis: str):
     """(P, value of ``axis``) where the computed first-order line of a phase diagram ends at its
-    smallest ``axis`` value, and the largest grid value below it without one (None when the line
-    reaches the bottom of the grid); None without a first-order point."""
+    smallest ``axis`` value; None without a first-order point."""
     fo = np.asarray(diag["first_order"], float)
     vals = np.asarray(diag[axis], float)
     ok = np.flatnonzero(np.isfinite(fo))
     if ok.size == 0:
         return None
     k = ok[np.argmin(vals[ok])]
-    below = vals[(vals < vals[k]) & ~np.isfinite(fo)]
-    return float(fo[k]), float(vals[k]), (float(below.max()) if below.size else None)
+    return float(fo[k]), float(vals[k])
 
 
 END_POINT_CAPTION = (
@@ -163,7 +161,7 @@ END_POINT_CAPTION = (
 def _mark_end_point(ax, diag, axis, critical_end):
     """Mark the critical end point of the first-order line in the (P, ``axis``) panel: the given
     one (``critical_end``: ``{"P": ..., axis: ...}``, each a value or a (low, high) bracket), else
-    the end of the drawn line, with the bracket it lies in."""
+    where the computed line ends (its smallest ``axis`` value)."""
     if critical_end is not None:
         P, v = critical_end["P"], critical_end[axis]
         Pm, vm = np.mean(P), np.mean(v)
@@ -174,11 +172,8 @@ def _mark_end_point(ax, diag, axis, critical_end):
         end = _first_order_end(diag, axis)
         if end is None:
             return None
-        Pm, vm, below = end
-        xerr, yerr = None, None
-        where = f"the computed first-order line ends at {axis} = {vm:g}"
-        if below is not None:
-            where += f", none found at {below:g}"
+        (Pm, vm), xerr, yerr = end, None, None
+        where = f"computed line ends at {axis} = {vm:g}"
     ax.errorbar([Pm], [vm], xerr=xerr, yerr=yerr, fmt="*", ms=12, color="w", mec="k",
                 ecolor="w", capsize=3, label=f"critical end point ({where})")  # fmt: skip
     return where
@@ -262,6 +257,7 @@ def order_parameter_transition(
         ylabel="order parameter",
         title=f"{activation} attention: {networks} and theory",
     )
+    ax.title.set_fontsize(10)
     _plain_log_ticks(ax)
     ax.legend(fontsize=7, ncol=2)
     lines = (
