@@ -1,10 +1,12 @@
-"""The main job (``make demo``): the theory at the paper preset, as tables and figures.
+"""A tour of the theory at the paper preset: boundaries, saddles and landscapes, as tables and figures.
 
 Prints the phase boundaries of the reduced theory and the global saddles at the paper's 14 training-set
 sizes, writes the order parameters against P for both activations, the action landscapes on both sides
 of each transition, and the theory curves as NetCDF.
 
-Run: ``make demo`` or ``.venv/bin/python examples/demo.py --out out/demo [--quick]``.
+Run: ``.venv/bin/python examples/demo.py --out out/demo [--quick]``. (``make demo`` is another
+thing: it runs ``bayes-attn theory`` and ``bayes-attn figures --quick``, the paper's figures at quick
+settings; see the Makefile.)
 """
 
 from __future__ import annotations

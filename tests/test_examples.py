@@ -9,6 +9,19 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def test_demo_docstring_says_what_make_demo_runs():
+    """``make demo`` runs ``bayes-attn theory`` and ``bayes-attn figures --quick``, not
+    examples/demo.py; the example's docstring must not call itself the main job of ``make demo``."""
+    import ast
+
+    recipe = (ROOT / "Makefile").read_text().split("\ndemo:")[1].split("\n\n")[0]
+    assert "bayes-attn theory" in recipe and "figures --quick" in recipe
+    assert "examples/demo.py" not in recipe
+    doc = ast.get_docstring(ast.parse((ROOT / "examples" / "demo.py").read_text()))
+    assert "main job" not in doc and doc.startswith("A tour of the theory")
+    assert "bayes-attn theory" in doc and "figures --quick" in doc
+
+
 @pytest.mark.slow  # its theory is covered by test_cli.py and test_boundaries.py
 def test_demo_writes_every_file(tmp_path):
     out = tmp_path / "demo"

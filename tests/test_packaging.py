@@ -18,11 +18,12 @@ def installed(tmp_path_factory):
     this environment's site-packages, added by a .pth file."""
     tmp = tmp_path_factory.mktemp("wheel")
     run = dict(check=True, capture_output=True, text=True, timeout=600)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v",
          "-w", str(tmp / "dist"), str(ROOT)],
         **run,
     )  # fmt: skip
+    (tmp / "build.log").write_text(built.stdout + built.stderr)
     (wheel,) = (tmp / "dist").glob("bayes_attn-*.whl")
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], **run)
@@ -61,3 +62,21 @@ def test_the_wheel_ships_the_configs_and_runs_figures(installed):
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     assert (tmp / "figs" / "phase_weights.png").stat().st_size > 10_000
+
+
+def test_the_wheel_is_mit_licensed_without_a_build_warning(installed):
+    """pyproject's license is the SPDX string (setuptools >= 77): the wheel's metadata carries
+    ``License-Expression: MIT``, ships LICENSE, and the build says nothing deprecated (the old
+    ``license = { text = ... }`` table gave a SetuptoolsDeprecationWarning on every build)."""
+    import zipfile
+
+    _, tmp = installed
+    log = (tmp / "build.log").read_text()
+    assert "SetuptoolsDeprecationWarning" not in log, log[-3000:]
+    (wheel,) = (tmp / "dist").glob("bayes_attn-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: MIT" in meta.splitlines()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert "Copyright (c) 2026 bayes-attn developers" in (ROOT / "LICENSE").read_text()

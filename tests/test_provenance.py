@@ -187,6 +187,53 @@ def test_z2_images_are_described_and_real_disagreement_is_flagged():
     np.testing.assert_allclose(diagnose(images, fold=True).table.loc["c1", "mean"], 0.4, atol=0.01)
 
 
+def _mixed_images(P, sampler, centre=(0.44, 0.79), sd=0.02, seed=0):
+    """Four chains (runs) each holding both Z2 images, half and half, as SMC's particles do."""
+    rng = np.random.default_rng(seed)
+    sign = np.where(rng.random((4, 400)) < 0.5, 1.0, -1.0)
+    c1 = sign * centre[0] + sd * rng.standard_normal((4, 400))
+    cG = sign * centre[1] + sd * rng.standard_normal((4, 400))
+    idata = az.from_dict({"posterior": {"c1": c1, "cG": cG}})
+    idata.posterior.attrs.update(
+        activation="linear", sampler=sampler, P=float(P), L=25, V=5, chi=30.0, g_w=1.0, g_o=1.0,
+        sigma2=30.0,
+    )  # fmt: skip
+    return idata
+
+
+def test_one_fold_rule_for_every_sampler():
+    """Above the linear P* (22.76 at Table 1) draws in both Z2 images are summarised folded,
+    whether chains are stuck in one image each (NUTS) or every run holds both (SMC particles);
+    below it the symmetric posterior is summarised as it is."""
+    for sampler, word in (("smc", "runs hold"), ("nuts", "chains spend")):
+        d = diagnose(_mixed_images(400.0, sampler))
+        assert d.z2 is not None and word in d.z2 and "P* = 22.76" in d.z2, d.z2
+        assert "folded summary" in str(d) and d.ok, d.warnings
+        np.testing.assert_allclose(d.folded.loc["c1", "mean"], 0.44, atol=0.01)
+        np.testing.assert_allclose(d.folded.loc["c1", "sd"], 0.02, atol=0.005)
+        assert abs(d.table.loc["c1", "mean"]) < 0.05  # the raw table is still there
+    # below P*: one state, symmetric about the origin; nothing folded
+    low = _mixed_images(11.0, "smc", centre=(0.0, 0.0), sd=0.05)
+    d = diagnose(low)
+    assert d.z2 is None and "folded summary" not in str(d)
+    assert abs(d.table.loc["c1", "mean"]) < 0.01
+
+
+def test_linear_smc_is_folded_above_p_star(paper):
+    """The issue's case: tempered SMC at P = 400 puts half of every run's particles in each image
+    (raw c1 ~ 0 with sd ~ 0.45); diagnose now gives the folded summary, at the saddle's c1."""
+    from bayes_attn.theory import global_saddle
+
+    task, hyper = paper
+    smc = run_smc(order_param_model, model_args=(task, hyper, 400.0, "linear"),
+                  num_particles=200, num_runs=2, seed=0)  # fmt: skip
+    d = diagnose(smc)
+    assert d.z2 is not None and "runs hold" in d.z2, str(d)
+    c1 = float(global_saddle(task, hyper, 400.0, "linear").c1)
+    assert abs(d.folded.loc["c1", "mean"] - c1) < 0.05, (d.folded, c1)
+    assert d.folded.loc["c1", "sd"] < 0.1 < d.table.loc["c1", "sd"]
+
+
 def test_order_parameter_names_have_one_owner():
     from bayes_attn.models.levels import LEVELS, MODELS, level_of, order_parameters
 

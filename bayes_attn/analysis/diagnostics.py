@@ -11,6 +11,7 @@ surviving initial lineages and the tempering steps, with the sampler's own warni
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings as _warnings
 
 import numpy as np
@@ -21,6 +22,9 @@ from bayes_attn.algebra import fold_sign, z2_sign
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 from bayes_attn.inference.record import header
 from bayes_attn.inference.smc import smc_problems
+from bayes_attn.task import CopyTask, Hyper
+from bayes_attn.theory.action import scales
+from bayes_attn.theory.boundaries import second_order_closed_form
 
 
 @dataclasses.dataclass
@@ -208,17 +212,146 @@ def _disagree_text(v, groups, label):
     return f"{v}: {label} ({len(groups)} groups): {where}"
 
 
-def _z2_images(idata) -> str:
-    """Which chains sit in which Z2 image (:func:`bayes_attn.algebra.z2_sign` of their means)."""
+def ordered_phase(attrs) -> tuple[bool, float] | None:
+    """(whether the run is in the ordered linear phase, the Level-2 second-order P*) from a result's
+    attrs: P above P* at the run's task and hyperparameters
+    (:func:`bayes_attn.theory.second_order_closed_form`; P the model's P, or its number of
+    sequences). None when the attrs do not say (no task, hyperparameters or P).
+
+    References
+    ----------
+    docs/theory.md §7 (the second-order transition: above P* the origin is unstable and the
+    posterior has the two Z2 images of one ordered state).
+    """
+    a = dict(attrs)
+    need = ("L", "V", "chi", "g_w", "g_o", "sigma2", "P")
+    if not all(k in a for k in need):
+        return None
+    task = CopyTask(int(np.asarray(a["L"]).item()), int(np.asarray(a["V"]).item()))
+    hyper = Hyper(*(float(np.asarray(a[k]).item()) for k in ("chi", "g_w", "g_o", "sigma2")))
+    p_star = float(second_order_closed_form(scales(task, hyper)))
+    return float(np.asarray(a["P"]).item()) > p_star, p_star
+
+
+def fold_ordered(idata):
+    """``idata`` folded onto the Z2 image c1 + cG >= 0 (:func:`fold_posterior`) when the run is in
+    the ordered linear phase (:func:`ordered_phase`: P above the Level-2 second-order P*), else
+    unchanged: below P* the posterior is one state, symmetric about the origin, and folding it
+    would move its mean off zero. The figures' and the summaries' side of :func:`diagnose`'s fold
+    rule (which also folds, whatever P, chains that agree only once folded)."""
+    ordered = ordered_phase(idata.posterior.attrs)
+    return fold_posterior(idata) if ordered is not None and ordered[0] else idata
+
+
+def _image_fractions(idata) -> np.ndarray:
+    """Per chain (per SMC run), the fraction of draws on the image c1 + cG >= 0."""
     post = idata.posterior
-    s = np.asarray(z2_sign(post["c1"].mean("draw").values, post["cG"].mean("draw").values))
-    plus = [int(c) for c in np.flatnonzero(s > 0)]
-    minus = [int(c) for c in np.flatnonzero(s < 0)]
+    c1 = np.asarray(post["c1"].transpose("chain", "draw"))
+    cG = np.asarray(post["cG"].transpose("chain", "draw"))
+    return np.mean(np.asarray(z2_sign(c1, cG)) > 0, axis=1)
+
+
+def _z2_images(idata, fractions, p_star=None) -> str:
+    """Which chains (runs) sit in which Z2 image, in words."""
+    smc = idata.posterior.attrs.get("sampler") == "smc"
+    where = "" if p_star is None else f" = {p_star:.4g}"
+    tail = f"(expected for linear attention above P*{where}: the two images have equal mass)"
+    if not smc and np.all((fractions == 0) | (fractions == 1)):
+        plus = [int(c) for c in np.flatnonzero(fractions == 1)]
+        minus = [int(c) for c in np.flatnonzero(fractions == 0)]
+        return (
+            "the two Z2 images (c1, cG) -> (-c1, -cG): chains "
+            f"{', '.join(map(str, plus))} at c1 + cG > 0, chains {', '.join(map(str, minus))} at "
+            f"c1 + cG < 0 {tail}"
+        )
+    what = "runs hold" if smc else "chains spend"
+    of = "of their particles" if smc else "of their draws"
+    share = ", ".join(f"{100 * f:.0f}%" for f in fractions)
     return (
-        "the two Z2 images (c1, cG) -> (-c1, -cG): chains "
-        f"{', '.join(map(str, plus))} at c1 + cG > 0, chains {', '.join(map(str, minus))} at "
-        "c1 + cG < 0 (expected for linear attention above P*: the two images have equal mass)"
+        f"the two Z2 images (c1, cG) -> (-c1, -cG): the {what} {share} {of} at c1 + cG > 0 {tail}"
     )
+
+
+def _z2_rule(idata, groups, folded_groups, linear):
+    """The one fold rule, for every sampler (:func:`diagnose`): the words for the two images, or
+    None when the draws are not summarised folded."""
+    fractions = _image_fractions(idata)
+    both = bool(np.any(fractions > 0)) and bool(np.any(fractions < 1))
+    if not both:
+        return None
+    ordered = ordered_phase(idata.posterior.attrs)
+    if ordered is not None and ordered[0]:
+        return _z2_images(idata, fractions, ordered[1])
+    # whatever P: chains that disagree only by the symmetry sit in two distinct images
+    if any(v in groups for v in linear) and not any(v in folded_groups for v in linear):
+        return _z2_images(idata, fractions, None if ordered is None else ordered[1])
+    return None
+
+
+def hdi(draws, prob: float = 0.94) -> tuple[float, float]:
+    """The narrowest interval that holds a fraction ``prob`` of the 1-D ``draws`` (highest density
+    interval of the sample)."""
+    x = np.sort(np.ravel(np.asarray(draws, float)))
+    if x.size == 0:
+        return math.nan, math.nan
+    k = min(x.size, max(1, math.ceil(prob * x.size)))
+    widths = x[k - 1 :] - x[: x.size - k + 1]
+    i = int(np.argmin(widths))
+    return float(x[i]), float(x[i + k - 1])
+
+
+def phase_summary(idata, var: str, boundary="level2", *, hdi_prob: float = 0.94) -> pd.DataFrame:
+    """One row per phase of the posterior of ``var``: ``weight`` (the fraction of draws) with its
+    standard error ``weight_se``, ``mean``, ``sd``, ``hdi_low``, ``hdi_high`` (the ``hdi_prob``
+    highest density interval, :func:`hdi`) and ``n_draws``, so that a bimodal posterior is
+    reported phase by phase instead of by one mean and one interval across both modes.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+    var : str
+    boundary : "level2", float or None
+        ``"level2"`` (default): for a softmax ``aG`` or ``cG`` with two phases at the run's P, the
+        Level-2 density minimum between them (:func:`bayes_attn.analysis.phase_occupancy`, which
+        also gives the weight's error, for MCMC chains and SMC runs alike); otherwise one phase.
+        A number: draws above it are ``strong``, below ``weak``. None: one phase, ``posterior``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``phase`` (``weak``, ``strong``, or ``posterior``); ``attrs["boundary"]`` the split
+        (nan for one phase).
+    """
+    x = np.asarray(idata.posterior[var].transpose("chain", "draw"), float)
+    occ = None
+    if boundary == "level2":
+        soft = idata.posterior.attrs.get("activation") == "softmax" and var in ("aG", "cG")
+        if soft:
+            try:
+                occ = phase_occupancy(idata, var)
+            except (ValueError, KeyError):  # one phase at this P, or no P in the attrs
+                occ = None
+    elif boundary is not None:
+        occ = phase_occupancy(idata, var, boundary=float(boundary))
+    rows = {}
+    if occ is None:
+        lo, hi = hdi(x, hdi_prob)
+        rows["posterior"] = (1.0, 0.0, x.mean(), x.std(), lo, hi, x.size)
+    else:
+        for phase, mask, w in (
+            ("weak", x <= occ.boundary, 1.0 - occ.fraction),
+            ("strong", x > occ.boundary, occ.fraction),
+        ):
+            y = x[mask]
+            lo, hi = hdi(y, hdi_prob)
+            mean, sd = (float(y.mean()), float(y.std())) if y.size else (math.nan, math.nan)
+            rows[phase] = (w, occ.se, mean, sd, lo, hi, y.size)
+    cols = ["weight", "weight_se", "mean", "sd", "hdi_low", "hdi_high", "n_draws"]
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=cols)
+    table.index.name = "phase"
+    table.attrs["boundary"] = math.nan if occ is None else float(occ.boundary)
+    table.attrs["hdi_prob"] = float(hdi_prob)
+    return table
 
 
 def diagnose(
@@ -230,9 +363,15 @@ def diagnose(
     by more than ``z`` combined per-chain Monte Carlo standard errors; each group is reported with its
     chains and where it sits.
 
-    Linear posteriors (``c1`` and ``cG``) are also summarised folded onto one Z2 image. Chains that
-    disagree only by the symmetry are reported in words (``Diagnosis.z2``), not as a problem; chains
-    that still disagree once folded are flagged. ``fold=True`` makes the folded table the main one.
+    Linear posteriors (``c1`` and ``cG``) are also summarised folded onto one Z2 image
+    (:func:`fold_posterior`). One rule for every sampler (NUTS and SGLD chains, SMC runs, which are
+    chains of equally weighted particles): when the draws lie in both images and either the run
+    is in the ordered phase (P above the Level-2 second-order P* at its task and
+    hyperparameters, :func:`ordered_phase`) or, whatever P, chains that disagree agree once
+    folded, the images are reported in words (``Diagnosis.z2``), not as a problem, the folded
+    table is printed beside the raw one, and the chains are checked on the folded draws (chains
+    that still disagree are flagged). Below P* the posterior is one state, symmetric about the
+    origin, and is summarised as it is. ``fold=True`` makes the folded table the main one.
 
     SMC results (``attrs["sampler"] == "smc"``; one chain per independent run) get no R-hat: the
     evidence with its error, the particle ESS, the lineages and the tempering steps per run come
@@ -249,8 +388,7 @@ def diagnose(
     if "c1" in post and "cG" in post and {"c1", "cG"} & set(var_names):
         folded, folded_groups = _chain_table(fold_posterior(idata), var_names, z, is_smc)
         linear = [v for v in ("c1", "cG") if v in var_names]
-        if any(v in groups for v in linear) and not any(v in folded_groups for v in linear):
-            z2 = _z2_images(idata)
+        z2 = _z2_rule(idata, groups, folded_groups, linear)
     warnings = []
     folded_check = folded is not None and (z2 is not None or fold)
     checked, checked_groups = (folded, folded_groups) if folded_check else (table, groups)

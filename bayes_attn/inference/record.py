@@ -15,7 +15,10 @@ Every file that a run writes (NUTS, SGLD, SMC, Adam, sweeps) carries, in the att
 - ``bayes_attn_version`` and the versions of jax, numpyro, arviz and blackjax, and ``created``
   (UTC, ISO 8601).
 
-:func:`header` turns these attrs back into the one line that ``diagnose`` prints.
+:func:`header` turns these attrs back into the one line that ``diagnose`` prints. An Adam ensemble
+(:func:`~bayes_attn.inference.train_adam`) records its members as ``chains``, its learning-rate
+warm-up as ``warmup``, its records as ``draws`` and the steps between records as ``thinning``; the
+line says so in an ensemble's words (members, warm-up steps, steps, recorded every k steps).
 """
 
 from __future__ import annotations
@@ -149,6 +152,27 @@ class RunRecord:
         return out
 
 
+def _ensemble_words(a: dict) -> list[str]:
+    """An Adam ensemble's record in its own words: members, the learning-rate warm-up, the steps
+    and how often they were recorded (its ``chains``, ``warmup``, ``draws`` and ``thinning``)."""
+
+    def get(key):
+        return int(np.asarray(a[key]).item()) if key in a else None
+
+    seed, members, warm = get("seed"), get("chains"), get("warmup")
+    records, every, most = get("draws"), get("thinning"), get("max_steps")
+    out = [] if seed is None else [f"seed {seed}"]
+    if members is not None:
+        out.append(f"members {members}")
+    if warm:
+        out.append(f"learning-rate warm-up {warm} steps")
+    if records is not None and every is not None:
+        steps = records * every
+        limit = f" (of at most {most})" if most is not None and most != steps else ""
+        out.append(f"{steps} steps{limit}, recorded every {every} steps")
+    return out
+
+
 def header(attrs) -> str:
     """One line of provenance from a result's attrs, for ``diagnose``."""
     a = dict(attrs)
@@ -163,15 +187,18 @@ def header(attrs) -> str:
     for key in ("P", "L", "V", "d_model", "chi", "sigma2"):
         if key in a:
             parts.append(f"{key}={np.asarray(a[key]).item():g}")
-    for key, label in (
-        ("seed", "seed"),
-        ("chains", "chains"),
-        ("warmup", "warm-up"),
-        ("draws", "draws"),
-        ("thinning", "thinning"),
-    ):
-        if key in a:
-            parts.append(f"{label} {np.asarray(a[key]).item()}")
+    if what == "adam" or a.get("trainer") == "adam":
+        parts.extend(_ensemble_words(a))
+    else:
+        for key, label in (
+            ("seed", "seed"),
+            ("chains", "chains"),
+            ("warmup", "warm-up"),
+            ("draws", "draws"),
+            ("thinning", "thinning"),
+        ):
+            if key in a:
+                parts.append(f"{label} {np.asarray(a[key]).item()}")
     libs = [f"{lib} {a[f'{lib}_version']}" for lib in _LIBRARIES if f"{lib}_version" in a]
     if "bayes_attn_version" in a:
         libs.insert(0, f"bayes-attn {a['bayes_attn_version']}")

@@ -128,8 +128,66 @@ BOUNDARY_WORDS = {
 }
 
 
+def broken_at(x, y, at):
+    """``(x, y)`` with a nan inserted between the two points that straddle ``at``, so that a line
+    drawn through them breaks there (a first-order jump is not a steep rise). Unchanged when
+    ``at`` is None, not finite or outside ``x``."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if at is None or not math.isfinite(at) or not (x.min() < at < x.max()):
+        return x, y
+    k = int(np.searchsorted(x, at))
+    return np.insert(x, k, at), np.insert(y, k, np.nan)
+
+
+def _first_order_end(diag, axis: str):
+    """(P, value of ``axis``) where the computed first-order line of a phase diagram ends at its
+    smallest ``axis`` value; None without a first-order point."""
+    fo = np.asarray(diag["first_order"], float)
+    vals = np.asarray(diag[axis], float)
+    ok = np.flatnonzero(np.isfinite(fo))
+    if ok.size == 0:
+        return None
+    k = ok[np.argmin(vals[ok])]
+    return float(fo[k]), float(vals[k])
+
+
+END_POINT_CAPTION = (
+    "The first-order line ends at a critical end point: for shorter sequences the weak- and "
+    "strong-copy minima, and the barrier between them, merge (the spinodals meet), and the softmax "
+    "transition becomes continuous (docs/theory.md §7)."
+)
+
+
+def _mark_end_point(ax, diag, axis, critical_end):
+    """Mark the critical end point of the first-order line in the (P, ``axis``) panel: the given
+    one (``critical_end``: ``{"P": ..., axis: ...}``, each a value or a (low, high) bracket), else
+    where the computed line ends (its smallest ``axis`` value)."""
+    if critical_end is not None:
+        P, v = critical_end["P"], critical_end[axis]
+        Pm, vm = np.mean(P), np.mean(v)
+        xerr = None if np.ndim(P) == 0 else [[Pm - min(P)], [max(P) - Pm]]
+        yerr = None if np.ndim(v) == 0 else [[vm - min(v)], [max(v) - vm]]
+        where = f"{axis} = {vm:.3g}" if yerr is None else f"{axis} = {min(v):g} to {max(v):g}"
+    else:
+        end = _first_order_end(diag, axis)
+        if end is None:
+            return None
+        (Pm, vm), xerr, yerr = end, None, None
+        where = f"computed line ends at {axis} = {vm:g}"
+    ax.errorbar([Pm], [vm], xerr=xerr, yerr=yerr, fmt="*", ms=12, color="w", mec="k",
+                ecolor="w", capsize=3, label=f"critical end point ({where})")  # fmt: skip
+    return where
+
+
 def order_parameter_transition(
-    protocol, curve, diagram_L, diagram_V, activation, boundaries=None, networks="networks"
+    protocol,
+    curve,
+    diagram_L,
+    diagram_V,
+    activation,
+    boundaries=None,
+    networks="networks",
+    critical_end=None,
 ):
     """Paper Figs. 3 (linear) and 4 (softmax): order parameters against P, networks and theory,
     and the phase diagrams of the loss per token over (P, L) and (P, V).
@@ -144,19 +202,30 @@ def order_parameter_transition(
     diagram_L, diagram_V : xarray.Dataset
         ``phase_diagram`` over (L, P) and (V, P) with boundaries.
     boundaries : PhaseBoundaries, optional
-        Marked on the order-parameter panel.
+        Marked on the order-parameter panel, with the spinodals in the legend. For softmax the
+        theory curve is broken at the first-order P* (:func:`broken_at`): the global saddle jumps
+        there.
     networks : str
         What the network points are, for the title (e.g. "networks of width 256").
+    critical_end : dict, optional
+        Softmax: the critical end point of the first-order line in the (P, L) plane, ``{"P": ...,
+        "L": ...}``, each a value or a (low, high) bracket (from the theory; the plot computes
+        nothing). Default: marked where the computed line ends (its smallest L with a first-order
+        transition in ``diagram_L``). A caption under the panels says why the line ends
+        (:data:`END_POINT_CAPTION`).
     """
     names = _order_names(activation)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.0), constrained_layout=True)
+    soft = activation == "softmax"
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4 if soft else 4.0), constrained_layout=True)
     ax = axes[0]
     net = protocol.sel(activation=activation)
     P_lo, P_hi = 0.7 * float(net.P.min()), 2.0 * float(net.P.max())
     curve = curve.sel(P=(curve.P >= P_lo) & (curve.P <= P_hi))
+    jump = boundaries.first_order if (soft and boundaries is not None) else None
     for k, (q, stored) in enumerate(zip(names, ("c1", "cG"), strict=True)):
         color = f"C{k}"
-        ax.plot(curve.P, curve[q], color=color, ls="--", label=f"{_LATEX[q]} theory")
+        ax.plot(*broken_at(curve.P, curve[q], jump), color=color, ls="--",
+                label=f"{_LATEX[q]} theory")  # fmt: skip
         for stage, marker in (("adam", "o"), ("sgld", "D")):
             v = net[f"{stage}_{stored}"]
             ax.errorbar(
@@ -175,8 +244,8 @@ def order_parameter_transition(
             _vline(ax, boundaries.crossover, color="k", ls="--", lw=0.8, label="crossover")
         else:
             _vline(ax, boundaries.first_order, color="C3", lw=0.8, label="first-order P*")
-            for x in boundaries.spinodals:
-                _vline(ax, x, color="C3", ls=":", lw=0.8)
+            for i, x in enumerate(boundaries.spinodals):
+                _vline(ax, x, color="C3", ls=":", lw=0.8, label="spinodals" if i == 0 else None)
     if "level1_cG" in net and np.isfinite(net["level1_cG"].values).any():
         for k, stored in enumerate(("c1", "cG")):
             v = net[f"level1_{stored}"]
@@ -188,6 +257,7 @@ def order_parameter_transition(
         ylabel="order parameter",
         title=f"{activation} attention: {networks} and theory",
     )
+    ax.title.set_fontsize(10)
     _plain_log_ticks(ax)
     ax.legend(fontsize=7, ncol=2)
     lines = (
@@ -195,6 +265,7 @@ def order_parameter_transition(
         if activation == "linear"
         else (("first_order", "w", "-"), ("spinodal_lower", "w", ":"), ("spinodal_upper", "w", ":"))
     )
+    end = None
     for ax, diag, axis in ((axes[1], diagram_L, "L"), (axes[2], diagram_V, "V")):
         im = ax.pcolormesh(diag.P, diag[axis], diag.loss, shading="auto", cmap="viridis")
         fig.colorbar(im, ax=ax, label="theory loss per token")
@@ -203,6 +274,8 @@ def order_parameter_transition(
                 ax.plot(
                     diag[name], diag[axis], color=color, ls=ls, lw=1.2, label=BOUNDARY_WORDS[name]
                 )
+        if soft and axis == "L" and "first_order" in diag:
+            end = _mark_end_point(ax, diag, axis, critical_end)
         ax.set(
             xscale="log",
             xlim=(float(diag.P.min()), float(diag.P.max())),
@@ -211,42 +284,140 @@ def order_parameter_transition(
             title=f"{activation}: loss over (P, {axis})",
         )
         ax.legend(fontsize=7, loc="upper left", facecolor="0.6", framealpha=0.8)
+    if end is not None:
+        fig.get_layout_engine().set(rect=(0, 0.06, 1, 0.94))  # room for the caption
+        fig.text(0.5, 0.01, END_POINT_CAPTION, ha="center", va="bottom", fontsize=8.5)
     return fig
 
 
-def posteriors_across(idatas, var_names=None, ref_vals=None):
-    """``az.plot_posterior`` of the order parameters at several P, one row per activation (under
-    ArviZ 1.x the same panels, drawn by :func:`bayes_attn._arviz.plot_posterior`).
+def _phase_words(phases, hdi_prob: float) -> str:
+    """One line per phase: its weight (with its error), mean and interval."""
+    lines = []
+    for phase, row in phases.iterrows():
+        pct = f"{100 * hdi_prob:.0f}%"
+        if phase == "posterior":
+            lines.append(
+                f"mean {row['mean']:.3g}, {pct} HDI {row['hdi_low']:.3g} to {row['hdi_high']:.3g}"
+            )
+            continue
+        se = f" ± {row['weight_se']:.3f}" if np.isfinite(row["weight_se"]) else ""
+        if row["n_draws"] == 0:
+            lines.append(f"{phase}: weight 0 (no draw)")
+            continue
+        lines.append(
+            f"{phase}: weight {row['weight']:.3f}{se}, mean {row['mean']:.3g}, "
+            f"{pct} HDI {row['hdi_low']:.3g} to {row['hdi_high']:.3g}"
+        )
+    return "\n".join(lines)
+
+
+def posterior_panel(label: str, idata, var: str | None = None, refs=()) -> dict:
+    """One panel of :func:`posteriors_across` from a posterior: the draws of ``var`` (default:
+    folded ``c1`` for linear attention, :func:`~bayes_attn.analysis.diagnostics.fold_ordered`;
+    ``aG`` for softmax), their phases (:func:`~bayes_attn.analysis.diagnostics.phase_summary`,
+    split at the Level-2 phase boundary where there are two), ``label`` and the reference lines
+    ``refs`` ((value, label) pairs, e.g. the theory's minima at that P)."""
+    from bayes_attn.analysis.diagnostics import fold_ordered, phase_summary
+
+    act = idata.posterior.attrs.get("activation")
+    if var is None:
+        var = "c1" if act == "linear" else "aG"
+    if var in ("c1", "cG") and {"c1", "cG"} <= set(idata.posterior.data_vars):
+        idata = fold_ordered(idata)
+    draws = np.asarray(idata.posterior[var].transpose("chain", "draw"))
+    return dict(label=label, var=var, draws=draws, phases=phase_summary(idata, var),
+                refs=[(float(v), str(w)) for v, w in refs])  # fmt: skip
+
+
+def _old_panels(idatas, var_names, ref_vals) -> dict:
+    """The panels of the old call ``posteriors_across({act: [(label, idata), ...]}, var_names,
+    ref_vals)``: folded c1 (linear) or aG (softmax); a reference value is kept only where it
+    belongs to the variable shown (softmax aG: the global saddle)."""
+    import warnings
+
+    warnings.warn(
+        "posteriors_across({activation: [(label, idata), ...]}, ref_vals=...) is deprecated: pass "
+        "panels built by plots.posterior_panel(label, idata, refs=[(value, label), ...])",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    panels = {}
+    for act, items in idatas.items():
+        panels[act] = []
+        for c, (label, idata) in enumerate(items):
+            var = (var_names or {}).get(act)
+            ref = None if ref_vals is None else ref_vals[act][c]
+            shown = var or ("c1" if act == "linear" else "aG")
+            old = _order_names(act)[1]  # the old default variable, which ref_vals were for
+            keep = ref is not None and shown == old
+            refs = [(ref, "theory: global saddle")] if keep else []
+            panels[act].append(posterior_panel(label, idata, var, refs))
+    return panels
+
+
+def posteriors_across(panels, var_names=None, ref_vals=None, *, bins: int = 80):
+    """The posterior of an order parameter at several P, one row per activation, one column per P.
+
+    Each panel is a histogram of the draws with its reference lines, labelled in a legend, and,
+    written in the panel, each phase's weight, mean and highest density interval: a bimodal
+    posterior is reported phase by phase (:func:`bayes_attn.analysis.diagnostics.phase_summary`),
+    not by one mean and one interval across both modes.
 
     Parameters
     ----------
-    idatas : dict
-        activation -> list of (label, InferenceData), in the order of the columns.
-    var_names : dict, optional
-        activation -> the variable to show (default: cG for linear, aG for softmax).
-    ref_vals : dict, optional
-        activation -> list of reference values (the theory's saddles), one per column.
-    """
-    from bayes_attn import _arviz as az
+    panels : dict
+        activation -> list of panels (dicts), in the order of the columns, each with
 
-    acts = list(idatas)
-    ncols = max(len(v) for v in idatas.values())
+        * ``label``: where it is (e.g. "P = 45.5 (2 × the second-order P*)");
+        * ``var``: the variable's name (``c1``, ``cG``, ``a1``, ``aG``);
+        * ``draws``: its draws, any shape (folded onto one Z2 image for linear attention above P*);
+        * ``phases``: the :func:`~bayes_attn.analysis.diagnostics.phase_summary` table of those
+          draws (its ``attrs["boundary"]``, when finite, is drawn as the phase boundary);
+        * ``refs`` (optional): a list of (value, label) reference lines, e.g. the theory's minima.
+    bins : int
+        Histogram bins per panel.
+    var_names, ref_vals
+        Only for the deprecated call with ``{activation: [(label, idata), ...]}``.
+    """
+    first = next(iter(panels.values()))[0]
+    if isinstance(first, tuple):  # the old call: (label, idata) pairs
+        panels = _old_panels(panels, var_names, ref_vals)
+    acts = list(panels)
+    ncols = max(len(v) for v in panels.values())
     fig, axes = plt.subplots(
         len(acts),
         ncols,
-        figsize=(3.6 * ncols, 2.8 * len(acts)),
+        figsize=(4.4 * ncols, 3.3 * len(acts)),
         squeeze=False,
         constrained_layout=True,
     )
+    styles = [("k", "--"), ("C3", "-."), ("C2", ":"), ("C4", "--")]
     for r, act in enumerate(acts):
-        var = (var_names or {}).get(act, _order_names(act)[1])
-        for c, (label, idata) in enumerate(idatas[act]):
-            ref = None if ref_vals is None else ref_vals[act][c]
-            kw = {"textsize": 8} if az.major() < 1 else {}
-            az.plot_posterior(idata, var_names=[var], ax=axes[r, c], ref_val=ref, hdi_prob=0.94,
-                              round_to=3, **kw)  # fmt: skip
-            axes[r, c].set_title(f"{act}: {_LATEX[var]}, {label}", fontsize=9)
-        for c in range(len(idatas[act]), ncols):
+        for c, panel in enumerate(panels[act]):
+            ax = axes[r, c]
+            x = np.ravel(np.asarray(panel["draws"], float))
+            x = x[np.isfinite(x)]
+            ax.hist(x, bins=bins, density=True, color="C0", alpha=0.55, lw=0)
+            phases = panel["phases"]
+            cut = phases.attrs.get("boundary", math.nan)
+            if math.isfinite(cut):
+                ax.axvline(cut, color="0.5", lw=1, ls=(0, (1, 1)),
+                           label=f"phase boundary {cut:.3g}")  # fmt: skip
+            for k, (value, words) in enumerate(panel.get("refs", ())):
+                color, ls = styles[k % len(styles)]
+                ax.axvline(value, color=color, ls=ls, lw=1.1, label=f"{words}: {value:.3g}")
+            top = ax.get_ylim()[1]
+            ax.set_ylim(0, 1.75 * top)  # room for the words above the histogram
+            ax.text(0.02, 0.97, _phase_words(phases, phases.attrs.get("hdi_prob", 0.94)),
+                    transform=ax.transAxes, va="top", ha="left", fontsize=7,
+                    bbox=dict(facecolor="w", alpha=0.8, lw=0))  # fmt: skip
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=6.5, loc="center right", framealpha=0.8)
+            var = panel["var"]
+            ax.set_xlabel(_LATEX.get(var, var))
+            ax.set_ylabel("posterior density")
+            ax.set_title(f"{act}: {_LATEX.get(var, var)}, {panel['label']}", fontsize=9)
+        for c in range(len(panels[act]), ncols):
             axes[r, c].set_visible(False)
     return fig
 
@@ -524,22 +695,72 @@ def trace(idata, var_names):
     return fig
 
 
+def _readable_y(ax, values) -> None:
+    """A linear y axis, or a log one labelled with plain numbers at 1, 2 and 5 times the powers
+    of ten where the values span more than a decade."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if v.size and v.min() > 0 and v.max() / v.min() > 10:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def adam_loss(ds):
-    """The train loss per member against the step; points are marked, so that a history of one
-    record still shows."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.4), constrained_layout=True)
+    """What Adam minimises beside what it is judged by, per member against the step.
+
+    Panels: the train loss per token (1/2 |y - f|^2 per token), with the theory's loss at the
+    Level-2 global saddle when ``ds`` has it (:func:`~bayes_attn.analysis.classify_minima`); the
+    objective per token that Adam minimises (the chi-scaled negative log-posterior,
+    ``objective = (chi / sigma^2) train_loss + prior / (P L)``); and its prior part
+    ``objective - (chi / sigma^2) train_loss``. The objective can fall while the train loss rises,
+    when the weights shrink faster than the fit worsens. Points are marked when there are at most
+    30 records, so a history of one record still shows. Each panel has its own linear axis (log,
+    with plain numbers, where its values span more than a decade).
+    """
+    parts = "objective" in ds and {"chi", "sigma2"} <= set(ds.attrs)
+    panels = ["train_loss"] + (["objective"] if "objective" in ds else []) + (["prior"] * parts)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 0.8, 3.6),
+                             squeeze=False, constrained_layout=True)  # fmt: skip
     steps = np.asarray(ds.step)
     marker = "o" if steps.size <= 30 else None
-    for m in range(ds.sizes["member"]):
-        ax.plot(steps, ds.train_loss.isel(member=m), marker=marker, ms=4, lw=1, label=f"member {m}")
-    ax.set(
-        yscale="log",
-        xlabel="Adam step",
-        ylabel="train loss per token",
-        title=f"train loss per member\n{run_title(ds.attrs)}",
-    )
-    if ds.sizes["member"] <= 10:
-        ax.legend(fontsize=7)
+    n = ds.sizes["member"]
+    data = {"train_loss": ds.train_loss}
+    if "objective" in ds:
+        data["objective"] = ds.objective
+    if parts:
+        data["prior"] = (
+            ds.objective - float(ds.attrs["chi"]) / float(ds.attrs["sigma2"]) * ds.train_loss
+        )
+    words = {
+        "train_loss": ("train loss per token", "train loss (what the filter judges)"),
+        "objective": ("objective per token", "objective (minimised): -log posterior"),
+        "prior": ("prior part per token", "its prior part: objective - (chi/sigma^2) loss"),
+    }
+    for ax, name in zip(axes[0], panels, strict=True):
+        values = data[name]
+        for m in range(n):
+            ax.plot(steps, values.isel(member=m), marker=marker, ms=4, lw=1, color=f"C{m % 10}",
+                    label=f"member {m}")  # fmt: skip
+        shown = np.ravel(np.asarray(values))
+        if name == "train_loss" and "theory_loss" in ds:
+            theory = float(ds["theory_loss"])
+            ax.hlines(theory, steps.min(), steps.max(), colors="k", linestyles="--", lw=1,
+                      label="theory (Level-2 global saddle)")  # fmt: skip
+            shown = np.append(shown, theory)
+        _readable_y(ax, shown)
+        ax.set(xlabel="Adam step", ylabel=words[name][0], title=words[name][1])
+        ax.title.set_fontsize(10)
+    first = axes[0][0]
+    handles, labels = first.get_legend_handles_labels()
+    keep = [(h, lab) for h, lab in zip(handles, labels, strict=True)
+            if n <= 10 or not lab.startswith("member")]  # fmt: skip
+    if keep:
+        first.legend(*zip(*keep, strict=True), fontsize=7)
+    fig.suptitle(run_title(ds.attrs), fontsize=10)
     return fig
 
 
