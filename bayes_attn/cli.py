@@ -464,7 +464,7 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
     from bayes_attn import _arviz as az
     from bayes_attn.analysis import diagnose
     from bayes_attn.experiments.runs import sample_posterior
-    from bayes_attn.models._sites import ORDER_PARAMETERS
+    from bayes_attn.models.levels import ORDER_PARAMETERS
 
     t0 = time.perf_counter()
     log.info("%s on the %s model, %s attention, P=%g", sampler, level, activation, P)

@@ -312,14 +312,14 @@ def test_one_quick_protocol_preset():
 
 
 def test_moved_names_still_work_and_warn():
-    """sweep.ORDER is models._sites.ORDER_PARAMETERS; the figure configs' loader moved from
+    """sweep.ORDER is models.levels.ORDER_PARAMETERS; the figure configs' loader moved from
     plotting.figures to experiments.figures (the data half of the figures)."""
     import bayes_attn.experiments.sweep as sweep
     import bayes_attn.plotting.figures as figures
     from bayes_attn.experiments import figures as data
-    from bayes_attn.models._sites import ORDER_PARAMETERS
+    from bayes_attn.models.levels import ORDER_PARAMETERS
 
-    with pytest.warns(DeprecationWarning, match="models._sites.ORDER_PARAMETERS"):
+    with pytest.warns(DeprecationWarning, match="models.levels.ORDER_PARAMETERS"):
         assert sweep.ORDER == ORDER_PARAMETERS
     with pytest.warns(DeprecationWarning, match="experiments.figures.load_configs"):
         assert figures.load_configs is data.load_configs

@@ -15,8 +15,7 @@ from bayes_attn import _arviz as az
 from bayes_attn.analysis.diagnostics import diagnose, fold_posterior
 from bayes_attn.analysis.ensembles import ensemble_summary
 from bayes_attn.inference.record import header
-from bayes_attn.models._sites import BOUNDARY_ACTIVATION, ORDER_PARAMETERS
-from bayes_attn.models.levels import order_parameters
+from bayes_attn.models.levels import BOUNDARY_ACTIVATION, ORDER_PARAMETERS, order_parameters
 
 KINDS = ("posterior", "sweep", "adam")
 

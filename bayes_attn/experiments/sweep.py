@@ -53,15 +53,20 @@ from bayes_attn.inference.adam import WARMUP_FRACTION, WARMUP_START, AdamSetting
 from bayes_attn.inference.nuts import run_nuts
 from bayes_attn.inference.sgld import run_sgld
 from bayes_attn.io import write_atomic
-from bayes_attn.models._sites import BOUNDARY_ACTIVATION, ORDER_PARAMETERS
-from bayes_attn.models.levels import LEVELS, model_with_data, order_parameters
+from bayes_attn.models.levels import (
+    BOUNDARY_ACTIVATION,
+    LEVELS,
+    ORDER_PARAMETERS,
+    model_with_data,
+    order_parameters,
+)
 from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
 
 KINDS = ("theory", "nuts", "sgld", "adam", "protocol")
 GRID = ("activation", "L", "V", "P", "seed")
-__getattr__ = moved(__name__, {"ORDER": "bayes_attn.models._sites:ORDER_PARAMETERS"})
+__getattr__ = moved(__name__, {"ORDER": "bayes_attn.models.levels:ORDER_PARAMETERS"})
 
 
 def signature_defaults(fn, *names) -> dict:

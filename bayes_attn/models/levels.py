@@ -29,15 +29,17 @@ from bayes_attn._validation import (
     check_positive,
     check_tokens,
 )
-from bayes_attn.models._sites import order_parameters
+from bayes_attn.models._sites import BOUNDARY_ACTIVATION, ORDER_PARAMETERS, order_parameters
 from bayes_attn.models.kernel_limit import kernel_limit_model
 from bayes_attn.models.network import network_model
 from bayes_attn.models.order_params import order_param_model
 
 __all__ = [
     "ACTIVATIONS",
+    "BOUNDARY_ACTIVATION",
     "LEVELS",
     "MODELS",
+    "ORDER_PARAMETERS",
     "level_name",
     "level_of",
     "model_at",
