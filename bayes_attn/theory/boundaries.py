@@ -36,7 +36,7 @@ from bayes_attn.theory.action import (
     loss_per_token,
     scales,
 )
-from bayes_attn.theory.saddles import _bounds, objective, starts
+from bayes_attn.theory.saddles import minimum_bounds, objective, starts
 
 # --------------------------------------------------------------------------------------------------
 # Linear: second-order transition and crossover
@@ -163,7 +163,7 @@ def softmax_grid_minima(P, sc: Scales):
 
     Returns up to 4 minima as (cG, s, valid), sorted by cG.
     """
-    B_G, _ = _bounds(P, sc)
+    B_G, _ = minimum_bounds(P, sc)
     grid = B_G * jnp.linspace(-1.0, 1.0, _NGRID)
     s = action_softmax(grid, P, sc)
     is_min = (s[1:-1] < s[:-2]) & (s[1:-1] <= s[2:])
@@ -340,7 +340,7 @@ _CARRY = 4
 
 
 def _grid_starts(activation, P, sc):
-    B_G, B_m = _bounds(P, sc)
+    B_G, B_m = minimum_bounds(P, sc)
     if activation == "softmax":
         return (B_G * _GRID_SOFTMAX)[:, None]
     cG = B_G * _GRID_G[None, :]

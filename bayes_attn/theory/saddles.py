@@ -4,7 +4,7 @@ Minima are found by multi-start damped Newton plus continuation in P: the same s
 carried up from P/16 and down from 16 P in small geometric steps, so that a metastable minimum whose
 basin is small at P is still reached along the branch it belongs to. Starts are placed inside the
 region where any minimum must lie: a minimum has s <= s(0) = P L / (2 sigma^2) and the data term is
-non-negative, so the prior bounds |cG| and |c1 + cG/L| (:func:`_bounds`).
+non-negative, so the prior bounds |cG| and |c1 + cG/L| (:func:`minimum_bounds`).
 
 References
 ----------
@@ -39,7 +39,7 @@ def objective(activation: str):
     return lambda c, P, sc: action_softmax(c[..., 0], P, sc)
 
 
-def _bounds(P, sc: Scales):
+def minimum_bounds(P, sc: Scales):
     """|cG| <= B_G and |c1 + cG/L| <= B_m hold at every minimum (prior <= s(0))."""
     budget = sc.g_w * P * sc.L / sc.sigma2
     B_G = jnp.sqrt(budget / (sc.L - 1))
@@ -48,8 +48,8 @@ def _bounds(P, sc: Scales):
 
 
 def starts(activation: str, P, sc: Scales) -> jax.Array:
-    """Fixed-size grid of starting points covering the region of :func:`_bounds`."""
-    B_G, B_m = _bounds(P, sc)
+    """Fixed-size grid of starting points covering the region of :func:`minimum_bounds`."""
+    B_G, B_m = minimum_bounds(P, sc)
     if activation == "softmax":
         return (B_G * _SOFTMAX_FRACS)[:, None]
     cG = B_G * _G_FRACS[None, :]
