@@ -51,13 +51,24 @@ from numpyro import handlers
 from tqdm.auto import tqdm
 
 from bayes_attn import _arviz as az
+from bayes_attn import algebra
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.inference._call import resolve_key
 from bayes_attn.inference.convert import finish
 from bayes_attn.inference.potential import Potential, flat_potential, full_plates
 from bayes_attn.inference.record import RunRecord
+from bayes_attn.models.network import init_params, network_model
+from bayes_attn.theory.action import gram as design_gram
 
-__all__ = ["LLC_SAMPLERS", "LLCTarget", "default_nbeta", "llc_target", "run_llc"]
+__all__ = [
+    "LLC_SAMPLERS",
+    "LLCTarget",
+    "default_nbeta",
+    "exact_frozen_llc",
+    "frozen_llc_target",
+    "llc_target",
+    "run_llc",
+]
 
 LLC_SAMPLERS = ("sgld", "rmsprop", "mala", "nuts")
 
@@ -441,3 +452,152 @@ def _result(target, record, loss, dist, acc, step_size, model, model_args, model
     )
     az.set_group(idata, "constant_data", const)
     return finish(idata, record, model, model_args, model_kwargs)
+
+
+# --------------------------------------------------------------------------------------------------
+# The same target for the frozen-embedding network, W_O integrated out (docs/theory.md)
+
+
+def _frozen_args(model, model_args, model_kwargs):
+    """(task, hyper, tokens, activation, embeddings) of a frozen-embedding ``network_model`` call."""
+    import inspect
+
+    if model is not network_model:
+        raise ValueError("model: the exact LLC is for network_model with frozen embeddings")
+    bound = inspect.signature(model).bind(*model_args, **dict(model_kwargs or {}))
+    bound.apply_defaults()
+    a = bound.arguments
+    if a["train_embeddings"] or a["factorized"]:
+        raise ValueError(
+            "model_kwargs: the exact LLC needs train_embeddings=False, W_G unfactorised"
+        )
+    emb = a["embeddings"]
+    if emb is None:  # network_model's own default
+        fixed = init_params(jax.random.key(0), a["task"], a["hyper"], a["d_model"])
+        emb = (fixed["W_emb"], fixed["p"])
+    return a["task"], a["hyper"], jnp.asarray(a["tokens"]), a["activation"], emb
+
+
+def frozen_llc_target(
+    model,
+    w_star: dict,
+    *,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    nbeta: float | None = None,
+    gamma: float = 100.0,
+    include_prior: bool = False,
+) -> LLCTarget:
+    """:func:`llc_target` of the frozen-embedding network, W_O integrated out in closed form.
+
+    Over the whitened gate M~ = U^T W_G U ((V+L)^2 numbers, :func:`bayes_attn.algebra.span_basis`)
+    the target is (docs/theory.md, "The local learning coefficient at any width")
+
+        log p(M~) = -c_M/2 |M~ - m|^2 + 1/2 sum_v b_v^T Λ^-1 b_v - (V/2) log det Λ + const,
+
+    with Λ = a G + c_w I, b_v = a B_v + (γ/d) w~*_v, a = nβ χ / (n σ²), G = Φ~^T Φ~ and
+    B = Φ~^T y of the whitened design Φ~ = Φ R; c_M = γ, c_w = γ/d, m = M~* (with the prior:
+    c_M = γ + χ/ḡ_W, c_w = γ/d + χ/ḡ_O, m = γ M~*/c_M). Its ``loss`` is E[L_n | M~], the readout
+    integrated exactly (|y - Φ~ μ|^2 + V tr(Λ^-1 G) in the fit term), so the mean of ``loss``
+    under p is E_p[L_n] of the full network target. ``w_star`` holds the network's W_G and W_O.
+    """
+    task, hyper, tokens, activation, (W_emb, pos) = _frozen_args(model, model_args, model_kwargs)
+    P, n_f, V = int(tokens.shape[0]), task.n_features, task.V
+    d = int(np.shape(W_emb)[0])
+    if d < n_f:
+        raise ValueError(f"d_model: the exact LLC needs d >= V + L = {n_f}, got {d}")
+    nbeta = default_nbeta(P) if nbeta is None else check_positive("nbeta", nbeta)
+    gamma = float(gamma)
+    if not (math.isfinite(gamma) and gamma >= 0):
+        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    R = algebra.gram_factor(algebra.embedding_gram(W_emb, pos), n_f)
+    U = algebra.span_basis(W_emb, pos)
+    M_star = U.T @ jnp.asarray(w_star["W_G"]) @ U
+    w_st = math.sqrt(d) * U.T @ jnp.asarray(w_star["W_O"]).T  # (n_f, V)
+    a = nbeta / P * hyper.chi / hyper.sigma2
+    c_m = gamma + (hyper.chi / hyper.g_w if include_prior else 0.0)
+    c_w = gamma / d + (hyper.chi / hyper.g_o if include_prior else 0.0)
+    if c_m <= 0 or c_w <= 0:
+        raise ValueError("gamma: 0 leaves the target improper unless include_prior=True")
+    m_mean = gamma * M_star / c_m
+    const = task.L * V / 2 * math.log(2 * math.pi * hyper.sigma2 / hyper.chi)
+    fit = hyper.chi / (2 * hyper.sigma2)
+
+    def design(x):
+        A = algebra.attention(algebra.logits_from_M(x.reshape(n_f, n_f), tokens, V, R), activation)
+        return design_gram(A, tokens, V, R)
+
+    def solve(x):
+        G, B, yy = design(x)
+        chol = jax.scipy.linalg.cho_factor(a * G + c_w * jnp.eye(n_f), lower=True)
+        b = a * B + gamma / d * w_st
+        return G, B, yy, chol, b, jax.scipy.linalg.cho_solve(chol, b)
+
+    def log_density(x):
+        _, _, _, chol, b, mu = solve(x)
+        logdet = 2 * jnp.sum(jnp.log(jnp.diagonal(chol[0])))
+        return (
+            -0.5 * c_m * jnp.sum((x - m_mean.ravel()) ** 2) + 0.5 * jnp.sum(b * mu) - V / 2 * logdet
+        )
+
+    def loss(x):
+        G, B, yy, chol, _, mu = solve(x)
+        resid = yy - 2 * jnp.sum(B * mu) + jnp.sum(mu * (G @ mu))
+        trace = V * jnp.trace(jax.scipy.linalg.cho_solve(chol, G))
+        return fit * (resid + trace) / P + const
+
+    def loss_at(x, w):
+        G, B, yy = design(x)
+        return fit * (yy - 2 * jnp.sum(B * w) + jnp.sum(w * (G @ w))) / P + const
+
+    x_star = M_star.ravel()
+    init_loss, (g_m, g_w) = jax.jit(jax.value_and_grad(loss_at, argnums=(0, 1)))(x_star, w_st)
+    grad_norm = math.sqrt(float(jnp.sum(g_m**2)) + d * float(jnp.sum(g_w**2)))
+    return LLCTarget(
+        loss, lambda x, key: loss(x), log_density, lambda x, key: log_density(x), x_star, P,
+        float(nbeta), gamma, bool(include_prior), False, float(init_loss), grad_norm, None,
+    )  # fmt: skip
+
+
+def exact_frozen_llc(
+    model,
+    w_star: dict,
+    *,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    num_chains: int = 4,
+    num_draws: int = 1000,
+    num_burnin: int = 500,
+    nbeta: float | None = None,
+    gamma: float = 100.0,
+    include_prior: bool = False,
+    init_noise: float = 1e-3,
+    seed: int | None = None,
+    key=None,
+    progress_bar: bool = False,
+):
+    """The LLC of the frozen-embedding network by NUTS on :func:`frozen_llc_target` (M~, W_O
+    integrated out): the ground truth for :func:`run_llc` on the explicit network at the same
+    nβ and γ, at any width. The result has :func:`run_llc`'s form (``loss`` is E[L_n | M~]),
+    so :func:`bayes_attn.analysis.llc.llc_estimate` reads it; the record says ``llc_sampler``
+    ``exact-nuts``."""
+    num_chains = check_int("num_chains", num_chains, 1)
+    num_draws = check_int("num_draws", num_draws, 1)
+    num_burnin = check_int("num_burnin", num_burnin, 0)
+    rng, seed, key_attrs = resolve_key(key, seed)
+    model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
+    target = frozen_llc_target(
+        model, w_star, model_args=model_args, model_kwargs=model_kwargs, nbeta=nbeta,
+        gamma=gamma, include_prior=include_prior,
+    )  # fmt: skip
+    k_init, k_run = jax.random.split(rng)
+    x0 = target.x_star + init_noise * jax.random.normal(k_init, (num_chains, target.x_star.size))
+    loss, dist, acc = _run_nuts(target, x0, k_run, num_burnin, num_draws, 1, progress_bar)
+    record = RunRecord(
+        "llc", seed, num_chains, num_burnin, num_draws, 1,
+        settings={
+            "llc_sampler": "exact-nuts", "nbeta": target.nbeta, "gamma": target.gamma,
+            "include_prior": include_prior, "n": target.n, "init_noise": init_noise, **key_attrs,
+        },
+    )  # fmt: skip
+    return _result(target, record, loss, dist, acc, math.nan, model, model_args, model_kwargs)
