@@ -258,3 +258,19 @@ def test_posterior_figure_folds_linear_draws_only_above_p_star(monkeypatch, tmp_
             np.testing.assert_array_equal(c1, np.asarray(made[P].posterior.c1))
         else:
             assert np.all(c1 > 0.2)
+
+
+def test_posterior_figure_smc_runs_checkpoint_beside_their_output(monkeypatch, tmp_path):
+    """The figure's softmax posteriors (tempered SMC, the long runs) checkpoint beside their
+    output, so a killed `bayes-attn figures` resumes them."""
+    from bayes_attn import inference
+    from bayes_attn.experiments import figures as fdata
+
+    idata, _ = _bimodal()
+    seen = {}
+    monkeypatch.setattr(inference, "run_smc", lambda model, **kw: seen.update(kw) or idata)
+    ctx = fdata.FigureContext(tmp_path, progress=False)
+    task, hyper = fdata.preset({})
+    fdata._posterior_at({"smc": {}}, ctx, task, hyper, "softmax", 1, 276.0)
+    assert seen["checkpoint"] == tmp_path / "posterior_softmax_1.nc.smc-checkpoint"
+    assert (tmp_path / "posterior_softmax_1.nc").exists()
