@@ -7,9 +7,12 @@ At P = 800, L = 25, V = 5, full batch, one chain, d_model = 256 by default, it t
   ``benchmarks/bench_forward.py`` without Adam's update: the floor of any sampler's step;
 * **run_sgld**: the seconds per step of :func:`bayes_attn.inference.run_sgld` on
   :func:`bayes_attn.models.network_model`, from two runs of different lengths (their difference
-  removes compilation and the post-processing of the kept draws), float64 and float32.
+  removes compilation and the post-processing of the kept draws), float64 and float32;
+* **MCMC**: the same kernel under NumPyro's ``MCMC`` (what run_sgld did before issue 28: the
+  sites and order parameters post-processed at every step), the same way.
 
-It prints the ratio run_sgld / bare (issue 28's goal: at most 1.5 at d = 256, P = 800).
+Each difference is the least of three (on a shared machine the others' load only adds). It
+prints the ratio run_sgld / bare (issue 28's goal: at most 1.5 at d = 256, P = 800).
 
 Run: ``.venv/bin/python benchmarks/bench_sgld.py [--d 256] [--P 800] [--steps 200]``.
 """
@@ -48,7 +51,24 @@ def _sgld(args, params, steps, dtype):
         return time.perf_counter() - t0
 
     run(steps)  # the first run compiles what later runs reuse (the model's own jits)
-    return (run(3 * steps) - run(steps)) / (2 * steps)
+    return min(run(3 * steps) - run(steps) for _ in range(3)) / (2 * steps)
+
+
+def _mcmc(args, params, steps):
+    from numpyro.infer import MCMC
+
+    from bayes_attn.inference.sgld import SGLD
+
+    def run(n):
+        t0 = time.perf_counter()
+        mcmc = MCMC(SGLD(network_model, 1e-6), num_warmup=n, num_samples=10, thinning=10,
+                    progress_bar=False)  # fmt: skip
+        mcmc.run(jax.random.key(0), *args, init_params=params)
+        jax.block_until_ready(mcmc.get_samples())
+        return time.perf_counter() - t0
+
+    run(steps)
+    return min(run(3 * steps) - run(steps) for _ in range(3)) / (2 * steps)
 
 
 def main():
@@ -67,10 +87,12 @@ def main():
         margs = (task, hyper, tokens, args.activation, d)
         f64 = _sgld(margs, params, args.steps, "float64")
         f32 = _sgld(margs, params, args.steps, "float32")
+        old = _mcmc(margs, params, args.steps)
         print(
             f"d_model={d:5d}: bare value+grad {bare * 1e3:7.2f} ms, run_sgld float64 "
             f"{f64 * 1e3:7.2f} ms (x{f64 / bare:4.2f}), float32 {f32 * 1e3:7.2f} ms "
-            f"(x{f32 / bare:4.2f} of the float64 bare step)"
+            f"(x{f32 / bare:4.2f} of the float64 bare step); NumPyro MCMC {old * 1e3:7.2f} ms "
+            f"(x{old / bare:4.2f})"
         )
 
 

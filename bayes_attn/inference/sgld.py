@@ -308,10 +308,12 @@ def _drive(kernel: SGLD, rng, num_chains, num_warmup, num_samples, thinning, ini
     does (the same keys, the same steps, the draw kept at the end of every ``thinning`` steps),
     without post-processing every step: the sites and order parameters are formed afterwards,
     for the kept draws only."""
-    if init_params is not None:
+    if init_params is not None and jax.config.jax_enable_x64:
         init_params = jax.tree.map(
             lambda x: jax.lax.convert_element_type(x, jnp.result_type(x)), init_params
         )
+    elif init_params is not None:  # float32: the values in JAX's 32-bit types, without a warning
+        init_params = jax.tree.map(jnp.asarray, init_params)
     if num_chains > 1:
         rng = random.split(rng, num_chains)
     state = kernel.init(rng, num_warmup, init_params, model_args, model_kwargs)
