@@ -24,6 +24,7 @@ M. Welling and Y. W. Teh, "Bayesian learning via stochastic gradient Langevin dy
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
@@ -425,7 +426,9 @@ def run_sgld(
     if dtype not in ("float64", "float32"):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
     kernel = SGLD(model, step_size, temperature)
-    with jax.enable_x64(dtype == "float64"):
+    with jax.enable_x64(dtype == "float64"), warnings.catch_warnings():
+        # float32: the model's float64 constants and arguments are truncated, as asked
+        warnings.filterwarnings("ignore", "Explicitly requested dtype float64", UserWarning)
         kept = _drive(
             kernel, rng, num_chains, num_warmup, num_samples, thinning, init_params,
             model_args, model_kwargs, progress_bar,
