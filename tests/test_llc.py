@@ -229,6 +229,17 @@ def test_exact_frozen_llc_agrees_with_mala_on_the_explicit_network():
     )
 
 
+def test_cli_llc_refuses_bad_input_before_work(tmp_path):
+    from bayes_attn.cli import main
+
+    out = str(tmp_path / "llc.nc")
+    assert main(["-q", "llc", "--gamma", "-1", "--out", out]) == 2
+    assert main(["-q", "llc", "--level", "kernel", "--exact", "--out", out]) == 2
+    assert main(["-q", "llc", "--step-size", "0", "--out", out]) == 2
+    assert main(["-q", "llc", "--level", "reduced", "--out", out]) == 2
+
+
+@pytest.mark.slow  # about 40 s on 2 shared cores: two Level-1 MAPs and two runs compile
 def test_cli_llc_sweep_and_diagnose(tmp_path, capsys):
     """``bayes-attn llc`` at Level 1 (L = 8, V = 3, P = 20) writes a file that ``diagnose``
     reports; an ``llc`` sweep of one point gives the same estimate from the same seed."""
@@ -246,8 +257,6 @@ def test_cli_llc_sweep_and_diagnose(tmp_path, capsys):
     assert report.kind == "llc" and "acceptance" in report.text and "llc_sampler" not in report.text
     est = llc_estimate(az.from_netcdf(out))
     assert est.nbeta == pytest.approx(20 / np.log(20))
-    assert main(["-q", "llc", "--gamma", "-1", "--out", str(out)]) == 2
-    assert main(["-q", "llc", "--level", "kernel", "--exact", "--out", str(out)]) == 2
     cfg = SweepConfig(
         kind="llc", P=(20,), L=(8,), V=(3,), activation=("softmax",),
         options={"level": "kernel", "num_chains": 2, "num_draws": 30, "step_size": 1e-4},
@@ -265,7 +274,7 @@ def test_calibrate_llc_on_the_quadratic(tmp_path):
 
     table = calibrate_llc(
         quadratic, jnp.zeros(3), step_sizes=(1e-3, 2e-3, 4e-3), nbetas=(NBETA,), gamma=GAMMA,
-        n=100, num_chains=4, num_draws=1000, num_burnin=100, seed=0,
+        n=100, num_chains=2, num_draws=300, num_burnin=100, seed=0,
     )  # fmt: skip
     assert table["acceptance"].sel(step_size=4e-3).item() < 0.9
     chosen = float(table["chosen"].item())
