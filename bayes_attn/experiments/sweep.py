@@ -248,6 +248,10 @@ class SweepConfig:
         options = {**known, **self.options}
         if "level" in options and options["level"] not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {options['level']!r}")
+        if self.kind == "llc" and options["level"] not in ("network", "kernel"):
+            raise ValueError(
+                f"level: an llc sweep is at network or kernel, not {options['level']!r}"
+            )
         setattr_(
             self, "options", {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
         )

@@ -319,30 +319,37 @@ def _drive(kernel: SGLD, rng, num_chains, num_warmup, num_samples, thinning, ini
         rng = random.split(rng, num_chains)
     state = kernel.init(rng, num_warmup, init_params, model_args, model_kwargs)
 
-    @partial(jax.jit, static_argnums=(1, 2))
-    def advance(state, steps, record):
-        def one(s, _):
-            return kernel.sample(s, model_args, model_kwargs), None
-
-        if not record:
-            return jax.lax.scan(one, state, None, length=steps)[0], None
-
-        def draw(s, _):
-            s = jax.lax.scan(one, s, None, length=thinning)[0]
-            return s, (s.z, s.potential_energy, s.grad_norm, s.step_size)
-
-        return jax.lax.scan(draw, state, None, length=steps)
-
     draws = num_samples // thinning
     first = num_warmup + num_samples % thinning  # MCMC's collection starts there
+    size = max(_chunks(draws))
+
+    @jax.jit
+    def advance(state, n_draws, n_inner):
+        """``n_draws`` draws of ``n_inner`` steps each, recorded in a buffer of ``size`` rows;
+        the counts are traced, so every chunk (burn-in included) runs one compiled program."""
+
+        def one(_, s):
+            return kernel.sample(s, model_args, model_kwargs)
+
+        def fields(s):
+            return (s.z, s.potential_energy, s.grad_norm, s.step_size)
+
+        def draw(i, carry):
+            s, buf = carry
+            s = jax.lax.fori_loop(0, n_inner, one, s)
+            return s, jax.tree.map(lambda b, r: b.at[i].set(r), buf, fields(s))
+
+        buf = jax.tree.map(lambda r: jnp.zeros((size, *r.shape), r.dtype), fields(state))
+        return jax.lax.fori_loop(0, n_draws, draw, (state, buf))
+
     kept = []
     with tqdm(total=first + draws * thinning, disable=not progress_bar, desc="sgld") as bar:
         for steps in _chunks(first):
-            state = advance(state, steps, False)[0]
+            state = advance(state, 1, steps)[0]
             bar.update(steps)
         for steps in _chunks(draws):
-            state, rec = advance(state, steps, True)
-            kept.append(rec)
+            state, rec = advance(state, steps, thinning)
+            kept.append(jax.tree.map(lambda a, n=steps: a[:n], rec))
             bar.update(steps * thinning)
     return jax.tree.map(lambda *a: jnp.concatenate(a), *kept)
 
