@@ -504,8 +504,18 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
     default=_sweep_default("llc", "sampler"),
     help="SGLD, RMSProp-preconditioned SGLD, MALA or NUTS",
 )
-@click.option("--chains", type=click.IntRange(min=1), default=_sweep_default("llc", "num_chains"))
-@click.option("--draws", type=click.IntRange(min=1), default=_sweep_default("llc", "num_draws"))
+@click.option(
+    "--chains",
+    type=click.IntRange(min=1),
+    default=_sweep_default("llc", "num_chains"),
+    help="chains, started around w*",
+)
+@click.option(
+    "--draws",
+    type=click.IntRange(min=1),
+    default=_sweep_default("llc", "num_draws"),
+    help="draws kept per chain",
+)
 @click.option(
     "--burnin",
     type=click.IntRange(min=0),
