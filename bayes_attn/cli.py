@@ -483,6 +483,103 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
         click.echo(f"log evidence: {idata.posterior.attrs['log_evidence']:.4f}")
 
 
+@cli.command()
+@_preset_options
+@click.option(
+    "--level",
+    type=click.Choice(("network", "kernel")),
+    default=_sweep_default("llc", "level"),
+    help="the network with frozen embeddings (Level 0) or the kernel limit (Level 1)",
+)
+@click.option(
+    "--activation", type=click.Choice(ACTIVATIONS), default="softmax", help="attention activation"
+)
+@click.option("--P", "P", type=click.IntRange(min=2), default=300, help="training sequences")
+@click.option(
+    "--d-model",
+    type=click.IntRange(min=1),
+    default=_sweep_default("llc", "d_model"),
+    help="network width, at least V + L (level network)",
+)
+@click.option(
+    "--sampler",
+    type=click.Choice(("sgld", "rmsprop", "mala", "nuts")),
+    default=_sweep_default("llc", "sampler"),
+    help="SGLD, RMSProp-preconditioned SGLD, MALA or NUTS",
+)
+@click.option(
+    "--chains",
+    type=click.IntRange(min=1),
+    default=_sweep_default("llc", "num_chains"),
+    help="chains, started around w*",
+)
+@click.option(
+    "--draws",
+    type=click.IntRange(min=1),
+    default=_sweep_default("llc", "num_draws"),
+    help="draws kept per chain",
+)
+@click.option(
+    "--burnin",
+    type=click.IntRange(min=0),
+    default=_sweep_default("llc", "num_burnin"),
+    help="steps discarded first",
+)
+@click.option("--step-size", type=float, default=_sweep_default("llc", "step_size"), help="ε")
+@click.option("--nbeta", type=float, default=None, show_default="P / log P", help="nβ")
+@click.option("--gamma", type=float, default=_sweep_default("llc", "gamma"), help="localization γ")
+@click.option("--include-prior", is_flag=True, help="multiply the target by the model's prior")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=None,
+    show_default="P, the full batch",
+    help="SGLD minibatch (sequences; level network)",
+)
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="also the exact LLC (W_O integrated out, NUTS), written to OUT_exact.nc (level network)",
+)
+@click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
+@_out_option("llc.nc", help="InferenceData NetCDF file (its folder must exist)")
+@_verbosity_options
+@click.pass_context
+def llc(ctx, preset, level, activation, P, d_model, sampler, chains, draws, burnin, step_size,
+        nbeta, gamma, include_prior, batch_size, exact, seed, out):  # fmt: skip
+    """The local learning coefficient at the exact MAP; write NetCDF and print the estimate."""
+    from bayes_attn._validation import check_positive
+
+    step_size = check_positive("step_size", step_size)
+    if nbeta is not None:
+        check_positive("nbeta", nbeta)
+    if not gamma >= 0:
+        raise click.BadParameter(f"must be >= 0, got {gamma}", param_hint="--gamma")
+    if exact and level != "network":
+        raise click.BadParameter("the exact LLC is the network's", param_hint="--exact")
+    exact_out = Path(out).with_name(Path(out).stem + "_exact.nc")
+    if exact and exact_out.exists() and not _writable(exact_out, folder=False):
+        raise click.BadParameter(f"cannot write {str(exact_out)!r}", param_hint="--exact")
+    from bayes_attn import _arviz as az
+    from bayes_attn.analysis.llc import llc_estimate
+    from bayes_attn.experiments.llc import llc_point
+
+    t0 = time.perf_counter()
+    log.info("llc by %s on the %s model, %s attention, P=%d", sampler, level, activation, P)
+    idata, ex = llc_point(
+        level, *preset, P, activation, d_model=d_model, seed=seed, batch_size=batch_size,
+        exact=exact, progress=ctx.obj["progress"], sampler=sampler, num_chains=chains,
+        num_draws=draws, num_burnin=burnin, step_size=step_size, nbeta=nbeta, gamma=gamma,
+        include_prior=include_prior,
+    )  # fmt: skip
+    az.to_netcdf(idata, out)
+    click.echo(llc_estimate(idata).summary())
+    if ex is not None:
+        az.to_netcdf(ex, exact_out)
+        click.echo("exact: " + llc_estimate(ex).summary())
+    log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
+
+
 def _adam_settings(**changes):
     from bayes_attn.inference.adam import AdamSettings
 
@@ -590,7 +687,7 @@ _SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed")
 @click.option(
     "--kind",
     cls=_RequiredUnlessConfig,
-    type=click.Choice(("theory", "nuts", "sgld", "adam", "protocol")),
+    type=click.Choice(("theory", "nuts", "sgld", "adam", "protocol", "llc")),
     default=None,
     help="what to run at each point",
 )

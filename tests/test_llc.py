@@ -227,3 +227,57 @@ def test_exact_frozen_llc_agrees_with_mala_on_the_explicit_network():
         exact.summary(),
         mala.summary(),
     )
+
+
+def test_cli_llc_refuses_bad_input_before_work(tmp_path):
+    from bayes_attn.cli import main
+
+    out = str(tmp_path / "llc.nc")
+    assert main(["-q", "llc", "--gamma", "-1", "--out", out]) == 2
+    assert main(["-q", "llc", "--level", "kernel", "--exact", "--out", out]) == 2
+    assert main(["-q", "llc", "--step-size", "0", "--out", out]) == 2
+    assert main(["-q", "llc", "--level", "reduced", "--out", out]) == 2
+
+
+@pytest.mark.slow  # about 40 s on 2 shared cores: two Level-1 MAPs and two runs compile
+def test_cli_llc_sweep_and_diagnose(tmp_path, capsys):
+    """``bayes-attn llc`` at Level 1 (L = 8, V = 3, P = 20) writes a file that ``diagnose``
+    reports; an ``llc`` sweep of one point gives the same estimate from the same seed."""
+    from bayes_attn.analysis.report import read_report
+    from bayes_attn.cli import main
+    from bayes_attn.experiments.sweep import SweepConfig, run_sweep
+
+    out = tmp_path / "llc.nc"
+    argv = ["--L", "8", "--V", "3", "--P", "20", "--chains", "2", "--draws", "30"]
+    argv += ["--step-size", "1e-4", "--level", "kernel", "--out", out]
+    assert main(["-q", "llc", *map(str, argv)]) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert printed.startswith("llc ") and "MCSE" in printed
+    report = read_report(out)
+    assert report.kind == "llc" and "acceptance" in report.text and "llc_sampler" not in report.text
+    est = llc_estimate(az.from_netcdf(out))
+    assert est.nbeta == pytest.approx(20 / np.log(20))
+    cfg = SweepConfig(
+        kind="llc", P=(20,), L=(8,), V=(3,), activation=("softmax",),
+        options={"level": "kernel", "num_chains": 2, "num_draws": 30, "step_size": 1e-4},
+    )  # fmt: skip
+    ds = run_sweep(cfg, tmp_path / "sweep.nc", progress=False)
+    assert float(ds["llc_mean"].squeeze()) == pytest.approx(est.llc_mean, rel=1e-9)
+    assert np.isnan(float(ds["exact_llc"].squeeze()))
+
+
+def test_calibrate_llc_on_the_quadratic(tmp_path):
+    """Three halving steps at one nβ: the quadratic's ULA bias at ε h_max = 0.84 is large and its
+    MALA acceptance low, so the largest step fails and a smaller one is chosen; the plot draws."""
+    from bayes_attn.experiments.llc import calibrate_llc
+    from bayes_attn.plotting.plots import llc_calibration
+
+    table = calibrate_llc(
+        quadratic, jnp.zeros(3), step_sizes=(1e-3, 2e-3, 4e-3), nbetas=(NBETA,), gamma=GAMMA,
+        n=100, num_chains=2, num_draws=300, num_burnin=100, seed=0,
+    )  # fmt: skip
+    assert table["acceptance"].sel(step_size=4e-3).item() < 0.9
+    chosen = float(table["chosen"].item())
+    assert chosen == 2e-3 or np.isnan(chosen)  # 1e-3 has no half in the table: it cannot pass
+    assert not table["passes"].sel(step_size=4e-3).item()
+    llc_calibration(table).savefig(tmp_path / "cal.png")

@@ -3,10 +3,14 @@
 from bayes_attn import _deprecation
 from bayes_attn.analysis.diagnostics import Diagnosis, diagnose, fold_posterior
 from bayes_attn.analysis.ensembles import classify_minima, ensemble_summary, final_state
+from bayes_attn.analysis.llc import LLCEstimate, calibration_verdict, llc_estimate
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 
 __all__ = [
     "Diagnosis",
+    "LLCEstimate",
+    "calibration_verdict",
+    "llc_estimate",
     "PhaseOccupancy",
     "classify_minima",
     "diagnose",

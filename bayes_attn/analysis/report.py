@@ -17,7 +17,7 @@ from bayes_attn.analysis.ensembles import ensemble_summary
 from bayes_attn.inference.record import header
 from bayes_attn.models.levels import BOUNDARY_ACTIVATION, ORDER_PARAMETERS, order_parameters
 
-KINDS = ("posterior", "sweep", "adam")
+KINDS = ("posterior", "sweep", "adam", "llc")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -128,6 +128,8 @@ def read_report(path, var_names=(), fold: bool = False) -> FileReport:
         idata = az.from_netcdf(path)
     except Exception as err:  # h5py raises OSError, xarray ValueError, ...
         raise ValueError(f"cannot read {path}: {err}") from err
+    if "posterior" in az.groups(idata) and idata.posterior.attrs.get("sampler") == "llc":
+        return _llc_report(idata)
     if "posterior" in az.groups(idata):
         return _posterior_report(idata, path, list(var_names), fold)
     with xr.open_dataset(path, engine="h5netcdf") as f:
@@ -149,6 +151,26 @@ def _posterior_report(idata, path, var_names, fold) -> FileReport:
     d = diagnose(idata, var_names=names, fold=fold)
     shown = fold_posterior(idata) if fold else idata
     return FileReport("posterior", str(d), shown, names or list(d.table.index))
+
+
+def _llc_report(idata) -> FileReport:
+    """An LLC run: its provenance, the estimate (MCSE, ESS, R-hat, acceptance) and the verdict
+    one run can give on its step (the acceptance; halving the step needs a calibration)."""
+    from bayes_attn.analysis.llc import llc_estimate
+
+    est = llc_estimate(idata)
+    a = idata.posterior.attrs
+    lines = [header(a), f"{a.get('llc_sampler', '?')}: {est.summary()}"]
+    if a.get("llc_sampler") in ("sgld", "rmsprop"):
+        ok = est.acceptance >= 0.9
+        lines.append(
+            f"step: exact MALA acceptance {est.acceptance:.3f} "
+            + ("passes (>= 0.9)" if ok else "FAILS (< 0.9): halve the step")
+            + "; that λ̂ is stable under halving the step needs experiments.llc.calibrate_llc"
+        )
+    if not est.rhat < 1.05:
+        lines.append(f"R-hat {est.rhat:.3f} >= 1.05: the chains disagree; run longer")
+    return FileReport("llc", "\n".join(lines), idata, ["llc", "distance"])
 
 
 def _sweep_report(ds: xr.Dataset) -> FileReport:

@@ -50,6 +50,7 @@ from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.analysis.ensembles import classify_minima
 from bayes_attn.distributed import CLAIM_TIMEOUT, Claim, part_paths, wait_until
 from bayes_attn.inference.adam import WARMUP_FRACTION, WARMUP_START, AdamSettings
+from bayes_attn.inference.llc import run_llc
 from bayes_attn.inference.nuts import run_nuts
 from bayes_attn.inference.sgld import run_sgld
 from bayes_attn.io import write_atomic
@@ -64,7 +65,7 @@ from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
 
-KINDS = ("theory", "nuts", "sgld", "adam", "protocol")
+KINDS = ("theory", "nuts", "sgld", "adam", "protocol", "llc")
 GRID = ("activation", "L", "V", "P", "seed")
 __getattr__ = moved(__name__, {"ORDER": "bayes_attn.models.levels:ORDER_PARAMETERS"})
 
@@ -109,6 +110,23 @@ DEFAULTS = {
         **signature_defaults(classify_minima, "rtol"),
     ),
     "protocol": None,  # the fields of ProtocolConfig, filled in lazily (import cycle)
+    "llc": dict(
+        level="network",
+        d_model=16,
+        **signature_defaults(
+            run_llc,
+            "sampler",
+            "num_chains",
+            "num_draws",
+            "num_burnin",
+            "step_size",
+            "gamma",
+            "include_prior",
+            "nbeta",
+        ),
+        batch_size=None,
+        exact=False,
+    ),
 }
 
 DESCRIPTIONS = {
@@ -138,6 +156,17 @@ DESCRIPTIONS = {
     "steps": ("steps", "Adam steps taken (early stopping)"),
     "A_bar": ("1", "final mean attention pattern on held-out sequences (linear: Z2-folded)"),
     "step": ("1", "SGLD step size (min(5e-4 / d_model, 0.1 / largest Hessian eigenvalue))"),
+    "llc_mean": ("1", "local learning coefficient nβ (E[L_n] - L_n(w*)) at the exact MAP w*"),
+    "llc_std": ("1", "spread of the chains' LLC estimates (devinterp's llc/std)"),
+    "llc_mcse": ("1", "Monte Carlo standard error of llc_mean (from the ESS)"),
+    "llc_ess": ("1", "effective sample size of the per-draw LLC"),
+    "llc_rhat": ("1", "R-hat of the per-draw LLC across chains started around w*"),
+    "acceptance": ("1", "mean exact full-batch MALA acceptance of the sampler's steps"),
+    "init_loss": ("nats / sequence", "L_n(w*), mean negative log likelihood per sequence"),
+    "grad_norm": ("1", "|grad L_n(w*)| (w* is a prior-regularised MAP, not critical for L_n)"),
+    "nbeta": ("1", "the inverse temperature nβ times n"),
+    "exact_llc": ("1", "the exact LLC of the frozen-embedding network (W_O integrated out, NUTS)"),
+    "exact_mcse": ("1", "Monte Carlo standard error of exact_llc"),
 }
 
 
@@ -195,7 +224,7 @@ class SweepConfig:
         pos_int = {"P": 1, "L": 2, "V": 2, "seed": 0}
         setattr_ = object.__setattr__
         for name, low in pos_int.items():
-            if name == "P" and self.kind in ("theory", "nuts", "sgld"):
+            if name == "P" and self.kind in ("theory", "nuts", "sgld"):  # llc: P sequences, ints
                 check = lambda v: float(check_positive("P", v))  # noqa: E731
             else:
                 check = lambda v, n=name, lo=low: check_int(n, v, lo)  # noqa: E731
@@ -219,6 +248,10 @@ class SweepConfig:
         options = {**known, **self.options}
         if "level" in options and options["level"] not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {options['level']!r}")
+        if self.kind == "llc" and options["level"] not in ("network", "kernel"):
+            raise ValueError(
+                f"level: an llc sweep is at network or kernel, not {options['level']!r}"
+            )
         setattr_(
             self, "options", {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
         )
@@ -457,7 +490,31 @@ def _protocol_point(cfg, pt, task, hyper):
     return out
 
 
+def _llc_point(cfg, pt, task, hyper):
+    from bayes_attn.analysis.llc import llc_estimate
+    from bayes_attn.experiments.llc import llc_point
+
+    o = dict(cfg.options)
+    run = {k: o[k] for k in ("sampler", "num_chains", "num_draws", "num_burnin", "step_size",
+                             "gamma", "include_prior", "nbeta")}  # fmt: skip
+    idata, ex = llc_point(
+        o["level"], task, hyper, pt["P"], pt["activation"], d_model=o["d_model"],
+        seed=pt["seed"], batch_size=o["batch_size"], exact=bool(o["exact"]), progress=False, **run,
+    )  # fmt: skip
+    est = llc_estimate(idata)
+    out = dict(
+        llc_mean=est.llc_mean, llc_std=est.llc_std, llc_mcse=est.mcse, llc_ess=est.ess,
+        llc_rhat=est.rhat, acceptance=est.acceptance, init_loss=est.init_loss,
+        grad_norm=est.grad_norm, nbeta=est.nbeta, exact_llc=math.nan, exact_mcse=math.nan,
+    )  # fmt: skip
+    if ex is not None:
+        e = llc_estimate(ex)
+        out.update(exact_llc=e.llc_mean, exact_mcse=e.mcse)
+    return {k: ((), np.float64(v)) for k, v in out.items()}
+
+
 _POINT = {
+    "llc": _llc_point,
     "theory": _theory_point,
     "nuts": _nuts_point,
     "sgld": _sgld_point,
@@ -491,7 +548,7 @@ def _empty(cfg: SweepConfig) -> xr.Dataset:
     return ds
 
 
-_SAMPLER = {"theory": "none (theory)", "nuts": "nuts", "sgld": "sgld", "adam": "adam"}
+_SAMPLER = {"theory": "none (theory)", "nuts": "nuts", "sgld": "sgld", "adam": "adam", "llc": "llc"}
 _SAMPLER["protocol"] = "adam, then sgld"
 
 
@@ -509,8 +566,8 @@ def provenance(cfg: SweepConfig) -> dict:
 
     o = cfg.options
     chains = o.get("num_chains", o.get("members", 1))
-    warmup = o.get("num_warmup", o.get("sgld_warmup", 0))
-    draws = o.get("num_samples", o.get("sgld_samples", 1))
+    warmup = o.get("num_warmup", o.get("sgld_warmup", o.get("num_burnin", 0)))
+    draws = o.get("num_samples", o.get("sgld_samples", o.get("num_draws", 1)))
     settings = {k: v for k, v in o.items() if not isinstance(v, list | dict)}
     rec = RunRecord(_SAMPLER[cfg.kind], cfg.seed[0], chains, warmup, draws, settings=settings)
     attrs = rec.attrs()

@@ -11,6 +11,7 @@ from bayes_attn.inference.adam import (
 )
 from bayes_attn.inference.basins import basin_evidence
 from bayes_attn.inference.convert import from_draws, from_mcmc
+from bayes_attn.inference.llc import exact_frozen_llc, frozen_llc_target, llc_target, run_llc
 from bayes_attn.inference.memory import estimate_bytes, members_per_group, memory_limit
 from bayes_attn.inference.nuts import run_nuts
 from bayes_attn.inference.potential import find_mode, flat_potential, split_log_density
@@ -27,6 +28,10 @@ __all__ = [
     "RunRecord",
     "basin_evidence",
     "early_stopping",
+    "exact_frozen_llc",
+    "frozen_llc_target",
+    "llc_target",
+    "run_llc",
     "merge_ensembles",
     "estimate_bytes",
     "find_mode",

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -264,35 +263,35 @@ def _langevin_step(target: LLCTarget, sampler: str, eps: float, rms: tuple, c: _
     return new, accept
 
 
-def _langevin_chunk(target, sampler, eps, rms, thinning, chain: _Chain, steps: int, record: bool):
-    """``steps`` draws (each ``thinning`` steps) of one chain; the records of the kept draws."""
-
-    def one(c, _):
-        c, acc = _langevin_step(target, sampler, eps, rms, c)
-        return c, acc
-
-    def draw(c, _):
-        c, acc = jax.lax.scan(one, c, None, length=thinning)
-        out = (c.loss, jnp.linalg.norm(c.x - target.x_star), jnp.mean(acc))
-        return c, out
-
-    if not record:
-        return jax.lax.scan(one, chain, None, length=steps)[0], None
-    return jax.lax.scan(draw, chain, None, length=steps)
-
-
 def _chunks(total: int, parts: int = 20) -> list[int]:
     size = max(1, -(-total // parts))
     return [min(size, total - i) for i in range(0, total, size)]
 
 
 def _run_langevin(target, sampler, x0, keys, eps, rms, num_burnin, num_draws, thinning, bar):
-    """Vectorised chains: burn-in then the kept draws, compiled per chunk length."""
+    """Vectorised chains: burn-in then the kept draws, in chunks for the progress bar, every
+    chunk one compiled program (the counts are traced)."""
+    size = max(_chunks(num_draws))
 
-    @partial(jax.jit, static_argnames=("steps", "record"))
-    def chunk(chains, steps, record):
-        fn = partial(_langevin_chunk, target, sampler, eps, rms, thinning)
-        return jax.vmap(lambda c: fn(c, steps, record))(chains)
+    def record(c):
+        return (c.loss, jnp.linalg.norm(c.x - target.x_star))
+
+    def chain_chunk(c, n_draws, n_inner):
+        def one(_, carry):
+            c, acc = carry
+            c, a = _langevin_step(target, sampler, eps, rms, c)
+            return c, acc + a
+
+        def draw(i, carry):
+            c, buf = carry
+            c, acc = jax.lax.fori_loop(0, n_inner, one, (c, jnp.zeros((), c.x.dtype)))
+            rec = (*record(c), acc / n_inner)
+            return c, jax.tree.map(lambda b, r: b.at[i].set(r), buf, rec)
+
+        buf = tuple(jnp.zeros(size, c.x.dtype) for _ in range(3))
+        return jax.lax.fori_loop(0, n_draws, draw, (c, buf))
+
+    chunk = jax.jit(jax.vmap(chain_chunk, in_axes=(0, None, None)))
 
     def start(x, key):
         (logp, loss), grad = jax.value_and_grad(
@@ -302,12 +301,12 @@ def _run_langevin(target, sampler, x0, keys, eps, rms, num_burnin, num_draws, th
 
     chains = jax.jit(jax.vmap(start))(x0, keys)
     for steps in _chunks(num_burnin):
-        chains = chunk(chains, steps * thinning, False)[0]
-        bar.update(steps * thinning)
+        chains = chunk(chains, 1, steps)[0]
+        bar.update(steps)
     out = []
     for steps in _chunks(num_draws):
-        chains, rec = chunk(chains, steps, True)
-        out.append(jax.device_get(rec))
+        chains, rec = chunk(chains, steps, thinning)
+        out.append([np.asarray(r)[:, :steps] for r in rec])
         bar.update(steps * thinning)
     loss, dist, acc = (np.concatenate([o[i] for o in out], axis=1) for i in range(3))
     return loss, dist, acc
@@ -411,7 +410,7 @@ def run_llc(
             target, x0, k_run, num_burnin, num_draws, thinning, progress_bar
         )
     else:
-        total = (num_burnin + num_draws) * thinning
+        total = num_burnin + num_draws * thinning
         with tqdm(total=total, disable=not progress_bar, desc=f"llc {sampler}") as bar:
             loss, dist, acc = _run_langevin(
                 target, sampler, x0, jax.random.split(k_run, num_chains), step_size,
@@ -578,8 +577,9 @@ def exact_frozen_llc(
 ):
     """The LLC of the frozen-embedding network by NUTS on :func:`frozen_llc_target` (M~, W_O
     integrated out): the ground truth for :func:`run_llc` on the explicit network at the same
-    nβ and γ, at any width. The result has :func:`run_llc`'s form (``loss`` is E[L_n | M~]),
-    so :func:`bayes_attn.analysis.llc.llc_estimate` reads it; the record says ``llc_sampler``
+    nβ and γ, at any width. The result has :func:`run_llc`'s form (``loss`` is E[L_n | M~],
+    ``distance`` is |M~ - M~*|, the gate's part only; ``acceptance`` NUTS's), so
+    :func:`bayes_attn.analysis.llc.llc_estimate` reads it; the record says ``llc_sampler``
     ``exact-nuts``."""
     num_chains = check_int("num_chains", num_chains, 1)
     num_draws = check_int("num_draws", num_draws, 1)

@@ -24,6 +24,7 @@ M. Welling and Y. W. Teh, "Bayesian learning via stochastic gradient Langevin dy
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
@@ -37,7 +38,6 @@ from jax import random
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.distributions import biject_to
-from numpyro.infer import MCMC
 from numpyro.infer.initialization import init_to_uniform
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import (
@@ -47,11 +47,12 @@ from numpyro.infer.util import (
     potential_energy,
 )
 from numpyro.util import is_prng_key, not_jax_tracer
+from tqdm.auto import tqdm
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.inference._call import model_call, resolve_key
-from bayes_attn.inference.convert import from_mcmc
+from bayes_attn.inference.convert import from_draws
 from bayes_attn.inference.potential import full_plates
 from bayes_attn.inference.record import RunRecord, tokens_of
 
@@ -286,14 +287,87 @@ class SGLD(MCMCKernel):
         return self._per_chain(step)(state)
 
 
-def _log_likelihood(mcmc: MCMC, model_args, model_kwargs, dims) -> xr.Dataset | None:
-    """Pointwise log likelihood of every observed site over the full data (the kernel's model)."""
-    samples = mcmc.get_samples(group_by_chain=True)
-    ll = log_likelihood(mcmc.sampler.model, samples, *model_args, batch_ndims=2, **model_kwargs)
+def _log_likelihood(model, samples, model_args, model_kwargs, dims) -> xr.Dataset | None:
+    """Pointwise log likelihood of every observed site over the full data (the kernel's model);
+    ``samples`` are constrained, grouped by chain."""
+    ll = log_likelihood(model, samples, *model_args, batch_ndims=2, **model_kwargs)
     if not ll:
         return None
     data = {k: np.asarray(v) for k, v in ll.items()}
     return az.dict_to_dataset(data, library=numpyro, dims=dims)
+
+
+def _chunks(total: int, parts: int = 20) -> list[int]:
+    """``total`` split into at most ``parts`` nearly equal pieces (the progress bar's updates)."""
+    size = max(1, -(-total // parts))
+    return [min(size, total - i) for i in range(0, total, size)]
+
+
+def _drive(kernel: SGLD, rng, num_chains, num_warmup, num_samples, thinning, init_params,
+           model_args, model_kwargs, progress_bar):  # fmt: skip
+    """The chains' kept states, (draw, [chain,] ...) per field, stepping as NumPyro's ``MCMC``
+    does (the same keys, the same steps, the draw kept at the end of every ``thinning`` steps),
+    without post-processing every step: the sites and order parameters are formed afterwards,
+    for the kept draws only."""
+    if init_params is not None and jax.config.jax_enable_x64:
+        init_params = jax.tree.map(
+            lambda x: jax.lax.convert_element_type(x, jnp.result_type(x)), init_params
+        )
+    elif init_params is not None:  # float32: the values in JAX's 32-bit types, without a warning
+        init_params = jax.tree.map(jnp.asarray, init_params)
+    if num_chains > 1:
+        rng = random.split(rng, num_chains)
+    state = kernel.init(rng, num_warmup, init_params, model_args, model_kwargs)
+
+    draws = num_samples // thinning
+    first = num_warmup + num_samples % thinning  # MCMC's collection starts there
+    size = max(_chunks(draws))
+
+    @jax.jit
+    def advance(state, n_draws, n_inner):
+        """``n_draws`` draws of ``n_inner`` steps each, recorded in a buffer of ``size`` rows;
+        the counts are traced, so every chunk (burn-in included) runs one compiled program."""
+
+        def one(_, s):
+            return kernel.sample(s, model_args, model_kwargs)
+
+        def fields(s):
+            return (s.z, s.potential_energy, s.grad_norm, s.step_size)
+
+        def draw(i, carry):
+            s, buf = carry
+            s = jax.lax.fori_loop(0, n_inner, one, s)
+            return s, jax.tree.map(lambda b, r: b.at[i].set(r), buf, fields(s))
+
+        buf = jax.tree.map(lambda r: jnp.zeros((size, *r.shape), r.dtype), fields(state))
+        return jax.lax.fori_loop(0, n_draws, draw, (state, buf))
+
+    kept = []
+    with tqdm(total=first + draws * thinning, disable=not progress_bar, desc="sgld") as bar:
+        for steps in _chunks(first):
+            state = advance(state, 1, steps)[0]
+            bar.update(steps)
+        for steps in _chunks(draws):
+            state, rec = advance(state, steps, thinning)
+            kept.append(jax.tree.map(lambda a, n=steps: a[:n], rec))
+            bar.update(steps * thinning)
+    return jax.tree.map(lambda *a: jnp.concatenate(a), *kept)
+
+
+def _by_chain(x, num_chains):
+    """(draw, chain, ...) -> (chain, draw, ...); one chain: (draw, ...) -> (1, draw, ...); leaf by
+    leaf."""
+    return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1) if num_chains > 1 else a[None], x)
+
+
+def _postprocess(kernel: SGLD, z, model_args, model_kwargs) -> dict:
+    """Constrained sites and deterministic sites of every kept draw, (chain, draw, ...), one
+    draw at a time (unbatched, as ``MCMC`` forms them, so the values are the same to the bit)."""
+    pp = kernel.postprocess_fn(model_args, model_kwargs)
+    lead = jax.tree.leaves(z)[0].shape[:2]
+    flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), z)
+    out = jax.jit(lambda f: jax.lax.map(pp, f))(flat)
+    return jax.tree.map(lambda a: np.asarray(a).reshape(*lead, *a.shape[1:]), out)
 
 
 def run_sgld(
@@ -311,9 +385,15 @@ def run_sgld(
     thinning: int = 1,
     progress_bar: bool = True,
     init_params: dict | None = None,
+    dtype: str = "float64",
     **kwargs,
 ) -> az.InferenceData:
     """Sample ``model(*model_args, **model_kwargs)`` with :class:`SGLD`, chains vectorised.
+
+    The chains step as NumPyro's ``MCMC`` would step them (the same keys and updates, so the
+    same draws), in one compiled loop that keeps only the unconstrained state of the kept
+    draws; the sites and the order parameters are formed afterwards, for those draws only
+    (``MCMC`` post-processes every step, warm-up and thinned steps included).
 
     Parameters
     ----------
@@ -331,6 +411,9 @@ def run_sgld(
     init_params : dict, optional
         Constrained starting values per site (e.g. an Adam solution), with a leading chain axis
         when ``num_chains > 1``.
+    dtype : {"float64", "float32"}
+        float32 runs the whole run with JAX's 64-bit mode off (about twice as fast on CPU, for
+        work where float64 is not needed; the theory's comparisons need float64).
 
     Returns
     -------
@@ -347,23 +430,21 @@ def run_sgld(
     num_warmup = check_int("num_warmup", num_warmup, 0)
     thinning = check_int("thinning", thinning, 1)
     num_samples = check_int("num_samples", num_samples, thinning)
-    mcmc = MCMC(
-        SGLD(model, step_size, temperature),
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        thinning=thinning,
-        chain_method="vectorized",
-        progress_bar=progress_bar,
-    )
-    mcmc.run(
-        rng,
-        *model_args,
-        extra_fields=SAMPLE_STATS,
-        init_params=init_params,
-        **model_kwargs,
-    )
-    tokens = tokens_of(model, model_args, model_kwargs)
+    if dtype not in ("float64", "float32"):
+        raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+    kernel = SGLD(model, step_size, temperature)
+    with jax.enable_x64(dtype == "float64"), warnings.catch_warnings():
+        # float32: the model's float64 constants and arguments are truncated, as asked
+        warnings.filterwarnings("ignore", "Explicitly requested dtype float64", UserWarning)
+        kept = _drive(
+            kernel, rng, num_chains, num_warmup, num_samples, thinning, init_params,
+            model_args, model_kwargs, progress_bar,
+        )  # fmt: skip
+        z, potential, grad_norm, eps = (_by_chain(a, num_chains) for a in kept)
+        samples = _postprocess(kernel, z, model_args, model_kwargs)
+        tokens = tokens_of(model, model_args, model_kwargs)
+        dims = None if tokens is None else {"y": ["sequence"]}
+        loglik = _log_likelihood(kernel.model, samples, model_args, model_kwargs, dims)
     step = step_size if isinstance(step_size, int | float) else f"schedule {step_size!r}"
     record = RunRecord(
         "sgld",
@@ -376,15 +457,18 @@ def run_sgld(
             "step_size": step,
             "temperature": temperature,
             "init_given": init_params is not None,
+            **({"dtype": dtype} if dtype != "float64" else {}),
             **key_attrs,
         },
     )
-    idata = from_mcmc(mcmc, record, model, model_args, model_kwargs)
-    extra = mcmc.get_extra_fields(group_by_chain=True)
-    potential = np.asarray(extra["potential_energy"])
-    az.set_variable(idata, "sample_stats", "potential_energy", ("chain", "draw"), potential)
-    dims = None if tokens is None else {"y": ["sequence"]}
-    loglik = _log_likelihood(mcmc, model_args, model_kwargs, dims)
+    potential = np.asarray(potential)
+    stats = {
+        "grad_norm": grad_norm,
+        "lp": -potential,
+        "step_size": eps,
+        "potential_energy": potential,
+    }
+    idata = from_draws(samples, stats, record, model, model_args, model_kwargs)
     if loglik is not None:
         loglik.attrs.update(idata.posterior.attrs)
         az.set_group(idata, "log_likelihood", loglik)

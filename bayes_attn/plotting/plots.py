@@ -827,3 +827,28 @@ def sweep_curves(ds):
     what = {k: v for k, v in ds.attrs.items() if k != "sampler" or kind not in ("theory", v)}
     fig.suptitle(f"{kind} sweep: {run_title(what)}")
     return fig
+
+
+def llc_calibration(table):
+    """λ̂ against the step size ε, one line per nβ, from a calibration table
+    (:func:`bayes_attn.experiments.llc.calibrate_llc`): error bars of 2 MCSE, the steps whose exact
+    MALA acceptance is below the table's threshold hollow, the chosen step ringed."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    steps = np.asarray(table["step_size"], dtype=float)
+    low = float(table.attrs.get("min_acceptance", 0.9))
+    for i, nbeta in enumerate(np.asarray(table["nbeta"], dtype=float)):
+        row = table.isel(nbeta=i)
+        llc, se = np.asarray(row["llc"]), np.asarray(row["mcse"])
+        (line,) = ax.plot(steps, llc, "-", label=f"nβ = {nbeta:.4g}")
+        ax.errorbar(steps, llc, yerr=2 * se, fmt="none", color=line.get_color(), capsize=3)
+        ok = np.asarray(row["acceptance"]) >= low
+        ax.plot(steps[ok], llc[ok], "o", color=line.get_color())
+        ax.plot(steps[~ok], llc[~ok], "o", mfc="none", color=line.get_color())
+        if "chosen" in row and np.isfinite(float(row["chosen"])):
+            j = int(np.argmin(np.abs(steps - float(row["chosen"]))))
+            ax.plot(steps[j], llc[j], "o", ms=14, mfc="none", color="k")
+    ax.set(xscale="log", xlabel="step size ε", ylabel="λ̂ (llc)")
+    ax.set_title(f"LLC calibration (hollow: acceptance < {low:g}; ringed: chosen)", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

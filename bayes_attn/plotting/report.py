@@ -32,6 +32,10 @@ def plot_report(report, folder, stem: str, dpi: int = 90) -> list[Path]:
         post = _save(fig, folder / f"{stem}_posterior.png", dpi)
         plt.close("all")
         return [trace, post]
+    if report.kind == "llc":
+        trace = _save(plots.trace(report.data, report.names), folder / f"{stem}_trace.png", dpi)
+        plt.close("all")
+        return [trace]
     if report.kind == "sweep":
         if not report.data["done"].any():
             return []

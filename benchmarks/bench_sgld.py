@@ -1,0 +1,100 @@
+"""Benchmark: one run_sgld step of the network against the bare forward and backward.
+
+At P = 800, L = 25, V = 5, full batch, one chain, d_model = 256 by default, it times
+
+* **bare**: the jitted value and gradient of the chi-scaled negative log-posterior with the span
+  forward (:func:`bayes_attn.models.network.neg_log_posterior`), the step of
+  ``benchmarks/bench_forward.py`` without Adam's update: the floor of any sampler's step;
+* **run_sgld**: the seconds per step of :func:`bayes_attn.inference.run_sgld` on
+  :func:`bayes_attn.models.network_model`, from two runs of different lengths (their difference
+  removes compilation and the post-processing of the kept draws), float64 and float32;
+* **MCMC**: the same kernel under NumPyro's ``MCMC`` (what run_sgld did before issue 28: the
+  sites and order parameters post-processed at every step), the same way.
+
+Each difference is the least of two (on a shared machine the others' load only adds). It
+prints the ratio run_sgld / bare (issue 28's goal: at most 1.5 at d = 256, P = 800).
+
+Run: ``.venv/bin/python benchmarks/bench_sgld.py [--d 256] [--P 800] [--steps 200]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+
+import bayes_attn as ba
+from bayes_attn.inference import run_sgld
+from bayes_attn.models import init_params, network_model
+from bayes_attn.models.network import neg_log_posterior
+
+
+def _bare(params, tokens, hyper, activation, reps):
+    step = jax.jit(jax.value_and_grad(lambda p: neg_log_posterior(p, tokens, hyper, activation)))
+    jax.block_until_ready(step(params))
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        out = step(params)
+    jax.block_until_ready(out)
+    return (time.perf_counter() - t0) / reps
+
+
+def _sgld(args, params, steps, dtype):
+    def run(n):
+        t0 = time.perf_counter()
+        idata = run_sgld(
+            network_model, model_args=args, num_chains=1, num_warmup=n, num_samples=10,
+            thinning=10, step_size=1e-6, init_params=params, progress_bar=False, dtype=dtype,
+        )  # fmt: skip
+        assert idata.posterior.sizes["draw"] == 1
+        return time.perf_counter() - t0
+
+    run(steps)  # the first run compiles what later runs reuse (the model's own jits)
+    return min(run(3 * steps) - run(steps) for _ in range(2)) / (2 * steps)
+
+
+def _mcmc(args, params, steps):
+    from numpyro.infer import MCMC
+
+    from bayes_attn.inference.sgld import SGLD
+
+    def run(n):
+        t0 = time.perf_counter()
+        mcmc = MCMC(SGLD(network_model, 1e-6), num_warmup=n, num_samples=10, thinning=10,
+                    progress_bar=False)  # fmt: skip
+        mcmc.run(jax.random.key(0), *args, init_params=params)
+        jax.block_until_ready(mcmc.get_samples())
+        return time.perf_counter() - t0
+
+    run(steps)
+    return min(run(3 * steps) - run(steps) for _ in range(2)) / (2 * steps)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--d", type=int, nargs="+", default=[256])
+    parser.add_argument("--P", type=int, default=800)
+    parser.add_argument("--activation", default="softmax")
+    parser.add_argument("--steps", type=int, default=1000, help="the runs take STEPS, 3 STEPS")
+    args = parser.parse_args()
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    tokens = task.sample(jax.random.key(0), args.P)
+    print(f"one SGLD step, {args.activation}, P={args.P}, L={task.L}, V={task.V}, full batch")
+    for d in args.d:
+        params = init_params(jax.random.key(1), task, hyper, d)
+        bare = _bare(params, tokens, hyper, args.activation, args.steps)
+        margs = (task, hyper, tokens, args.activation, d)
+        f64 = _sgld(margs, params, args.steps, "float64")
+        f32 = _sgld(margs, params, args.steps, "float32")
+        old = _mcmc(margs, params, args.steps)
+        print(
+            f"d_model={d:5d}: bare value+grad {bare * 1e3:7.2f} ms, run_sgld float64 "
+            f"{f64 * 1e3:7.2f} ms (x{f64 / bare:4.2f}), float32 {f32 * 1e3:7.2f} ms "
+            f"(x{f32 / bare:4.2f} of the float64 bare step); NumPyro MCMC {old * 1e3:7.2f} ms "
+            f"(x{old / bare:4.2f})"
+        )
+
+
+if __name__ == "__main__":
+    main()
