@@ -164,6 +164,11 @@ def mcse(draws, method: str = "mean") -> float:
     return _array_stat("mcse", draws, method)
 
 
+def rhat(draws, method: str = "rank") -> float:
+    """R-hat of an array (chain, draw) (rank-normalised split R-hat by default)."""
+    return _array_stat("rhat", draws, method)
+
+
 # --------------------------------------------------------------------------------------------------
 # Plots
 

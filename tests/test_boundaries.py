@@ -2,6 +2,7 @@
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from hypothesis import given
@@ -141,3 +142,41 @@ def test_theory_is_vmappable_over_P_and_scales(paper):
     P_num = jax.vmap(bd.second_order_closed_form, in_axes=(axes,))(batch)
     assert jnp.all(jnp.diff(P_num) > 0)  # P* grows linearly with sigma^2
     np.testing.assert_allclose(P_num / sigma2s, P_num[0] / sigma2s[0], rtol=1e-12)
+
+
+def test_narrow_coexistence_windows_near_the_end_point_are_found(paper):
+    """At V = 5 the coexistence windows of L = 16, 17 and 19 are narrower than the 4% spacing of
+    the coarse P scan (L = 16: 228.48 to 228.84); the zoomed scan finds them, so the first-order
+    line of the (P, L) diagram does not skip rows between its end point and L = 20."""
+    task, hyper = paper
+    firsts = []
+    for L in (16, 17, 18, 19, 20):
+        P1, lo, hi = bd.softmax_transition(act.scales(ba.CopyTask(L, 5), hyper))
+        assert lo < P1 < hi, L
+        for P, n in ((lo * 0.9999, 1), (lo * 1.0001, 2), (hi * 0.9999, 2), (hi * 1.0001, 1)):
+            assert len(saddles(ba.CopyTask(L, 5), hyper, P, "softmax")) == n, (L, P)  # folds
+        firsts.append(P1)
+    assert np.all(np.diff(firsts) > 0)  # P* grows with L
+    assert math.isnan(bd.softmax_transition(act.scales(ba.CopyTask(15, 5), hyper))[0])
+
+
+def test_critical_end_point_is_the_cusp_where_the_spinodals_meet(paper):
+    """The first-order line ends between L = 15 (continuous) and 16: at the end point s', s''
+    and s''' vanish together; just above its L the transition is first order with spinodals
+    closing on its P, just below it is continuous."""
+    task, hyper = paper
+    end = ba.theory.critical_end_point(task, hyper, bracket=(15, 16))
+    assert end["polished"] and 15.0 < end["L"] < 16.0
+    lo, hi = end["L_bracket"]
+    assert lo - 0.01 <= end["L"] <= hi + 0.01
+    sc = act.scales(task, hyper)
+    at_end = sc._replace(L=jnp.float64(end["L"]))
+    d1 = jax.grad(lambda c: act.action_softmax(c, jnp.float64(end["P"]), at_end))
+    d2 = jax.grad(d1)
+    d3 = jax.grad(d2)
+    c = jnp.float64(end["cG"])
+    np.testing.assert_allclose([d1(c), d2(c), d3(c)], 0.0, atol=1e-8)
+    P1, s_lo, s_hi = bd.softmax_transition(sc._replace(L=jnp.float64(end["L"] + 0.02)))
+    assert s_lo < P1 < s_hi and s_hi / s_lo - 1 < 1e-3  # a window that closes on the end point
+    assert abs(P1 / end["P"] - 1) < 1e-3
+    assert math.isnan(bd.softmax_transition(sc._replace(L=jnp.float64(end["L"] - 0.02)))[0])

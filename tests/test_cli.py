@@ -592,3 +592,52 @@ def test_option_defaults_are_read_from_their_homes():
     assert (train["lr"], train["max_steps"], train["patience"]) == (
         adam.lr, adam.max_steps, adam.patience,
     )  # fmt: skip
+
+
+def test_a_killed_smc_sample_resumes_from_its_checkpoint(capsys, tmp_path, monkeypatch):
+    """`sample --sampler smc --out F` keeps its checkpoint at F.smc-checkpoint; killed (Ctrl-C
+    right after the checkpoint of tempering step 3 was written) and rerun with the same arguments,
+    it resumes and writes bit for bit the file of an uninterrupted run. Exact comparisons."""
+    from bayes_attn.inference import smc_checkpoint
+
+    argv = ["sample", "--sampler", "smc", "--activation", "softmax", "--P", "276"]
+    argv += ["--particles", "60", "--seed", "3"]
+    whole, part = tmp_path / "whole.nc", tmp_path / "part.nc"
+    assert run(capsys, *argv, "--out", whole)[0] == 0
+    assert not (tmp_path / "whole.nc.smc-checkpoint").exists()  # removed when the run completes
+    save, seen = smc_checkpoint.Checkpoint.save, []
+
+    def save_then_die(self, saved):
+        save(self, saved)
+        seen.append(saved.stage)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(smc_checkpoint.Checkpoint, "save", save_then_die)
+        code, _, _ = run(capsys, *argv, "--out", part)
+    assert code != 0 and not part.exists()
+    ckpt = tmp_path / "part.nc.smc-checkpoint"
+    assert ckpt.exists()
+    resumed = []
+    monkeypatch.setattr(
+        smc_checkpoint.Checkpoint, "load", _spy(smc_checkpoint.Checkpoint.load, resumed)
+    )
+    assert run(capsys, *argv, "--out", part)[0] == 0
+    assert resumed and resumed[0] is not None and not ckpt.exists()
+    a, b = az.from_netcdf(whole), az.from_netcdf(part)
+    for v in a.posterior.data_vars:
+        np.testing.assert_array_equal(a.posterior[v].values, b.posterior[v].values)
+    assert a.posterior.attrs["log_evidence"] == b.posterior.attrs["log_evidence"]
+    np.testing.assert_array_equal(
+        a.posterior.attrs["tempering_schedule"], b.posterior.attrs["tempering_schedule"]
+    )
+
+
+def _spy(method, calls):
+    def spy(self, *args, **kwargs):
+        out = method(self, *args, **kwargs)
+        calls.append(out)
+        return out
+
+    return spy

@@ -230,3 +230,100 @@ def test_network_model_accepts_the_network_start():
         numpyro.handlers.substitute(numpyro.handlers.seed(network_model, 0), data=st["strong"])
     ).get_trace(task, hyper, _small_data(42), "softmax", 32, train_embeddings=False, embeddings=emb)
     assert float(tr["aG"]["value"]) > 2.0
+
+
+def test_phase_free_energies_pass_each_basin_its_checkpoint_and_keep_finished_ones(
+    tmp_path, monkeypatch
+):
+    """The wiring of ``checkpoint=PREFIX`` (stubbed evidence; the real kill and resume is the slow
+    test below): each basin gets PREFIX.<phase> as its SMC checkpoint; a finished basin is kept
+    and read back, bit for bit, by a rerun with the same arguments, and not by another seed."""
+    from bayes_attn.experiments import coexistence
+    from bayes_attn.inference.basins import BasinEvidence
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    got, kill = [], []
+
+    def fake_evidence(model, **kw):
+        got.append(kw["checkpoint"])
+        if kill and kw["side"] == "above":
+            raise KeyboardInterrupt
+        z = 1.0 + len(got) / 3
+        return BasinEvidence(mode={"aG": np.float64(0.4 if kw["side"] == "below" else 3.8)},
+                             potential=z, log_Z_laplace=-z, log_Z_smc=np.array([-z, -z / 7]),
+                             log_Z_smc_mean=-z / 3, log_Z_smc_se=z / 11,
+                             num_tempering_steps=np.array([5, 6]), distance=z, dim=1,
+                             converged=True)  # fmt: skip
+
+    monkeypatch.setattr(coexistence, "basin_evidence", fake_evidence)
+    prefix = tmp_path / "dF"
+    call = dict(checkpoint=prefix, progress=False)
+    phase_free_energies(task, hyper, 276.0, "reduced", **call)
+    assert got == [tmp_path / "dF.weak", tmp_path / "dF.strong"]
+    assert list(tmp_path.iterdir()) == []  # the finished basins' files go when the call returns
+    got.clear()
+    kill.append(True)  # killed in the strong basin: the weak one's record stays
+    with pytest.raises(KeyboardInterrupt):
+        phase_free_energies(task, hyper, 276.0, "reduced", **call)
+    assert [p.name for p in tmp_path.iterdir()] == ["dF.weak.done.npz"]
+    weak_first = got.index(tmp_path / "dF.weak") + 1  # what the stub returned for it
+    kill.clear()
+    got.clear()
+    again = phase_free_energies(task, hyper, 276.0, "reduced", **call)
+    assert got == [tmp_path / "dF.strong"]  # the weak basin was read back, not run
+    weak = again.sel(phase="weak")
+    z = 1.0 + weak_first / 3
+    assert float(weak.potential) == z and float(weak.log_Z_smc) == -z / 3
+    assert float(weak.log_Z_smc_se) == z / 11 and float(weak.tempering_steps) == 5.5
+    # another seed does not take the record of seed 0
+    got.clear()
+    kill.append(True)
+    with pytest.raises(KeyboardInterrupt):
+        phase_free_energies(task, hyper, 276.0, "reduced", **call)
+    kill.clear()
+    got.clear()
+    phase_free_energies(task, hyper, 276.0, "reduced", seed=4, **call)
+    assert got == [tmp_path / "dF.weak", tmp_path / "dF.strong"]
+
+
+@pytest.mark.slow
+def test_phase_free_energies_resume_each_basin_from_its_checkpoint(tmp_path, monkeypatch):
+    """With ``checkpoint=PREFIX`` each basin's SMC checkpoints at PREFIX.weak / PREFIX.strong and a
+    finished basin is kept (PREFIX.weak.done.npz). Killed in the strong basin (right after its
+    second tempering checkpoint) and rerun with the same arguments, the weak basin is read back,
+    the strong one resumes, and the table is bit for bit that of an uninterrupted run; no file is
+    left. Exact comparisons. Cost: the reduced model, 1 run x 40 particles per basin, 4 basins."""
+    from bayes_attn.experiments import coexistence
+    from bayes_attn.inference import smc_checkpoint
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    smc = {"num_particles": 40, "replicates": 1}
+    call = dict(smc_options=smc, seed=1, progress=False)
+    whole = phase_free_energies(task, hyper, 276.0, "reduced", **call)
+    prefix = tmp_path / "dF"
+    save, seen = smc_checkpoint.Checkpoint.save, []
+
+    def save_then_die(self, saved):
+        save(self, saved)
+        seen.append(self.path.name)
+        if seen.count("dF.strong") == 2:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(smc_checkpoint.Checkpoint, "save", save_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            phase_free_energies(task, hyper, 276.0, "reduced", checkpoint=prefix, **call)
+    assert (tmp_path / "dF.weak.done.npz").exists() and (tmp_path / "dF.strong").exists()
+    assert not (tmp_path / "dF.weak").exists()  # run_smc removed the finished basin's checkpoint
+    ran = []
+    evidence = coexistence.basin_evidence
+    monkeypatch.setattr(
+        coexistence, "basin_evidence", lambda *a, **k: ran.append(k["side"]) or evidence(*a, **k)
+    )
+    resumed = phase_free_energies(task, hyper, 276.0, "reduced", checkpoint=prefix, **call)
+    assert ran == ["above"]  # only the strong basin ran again, from its checkpoint
+    assert list(tmp_path.iterdir()) == []
+    for v in whole.data_vars:
+        np.testing.assert_array_equal(whole[v].values, resumed[v].values)
+    with pytest.raises(ValueError, match="checkpoint"):
+        phase_free_energies(task, hyper, 276.0, "reduced", checkpoint=tmp_path / "no" / "x", **call)

@@ -85,6 +85,11 @@ def test_fig4_breaks_the_jump_lists_the_spinodals_and_marks_the_end_point():
         t.get_text() for t in fig.axes[1].get_legend().texts
     ]
     plt.close(fig)
+    # the computed end point (theory.critical_end_point), a point
+    fig = _transition("softmax", critical_end={"P": 225.94, "L": 15.58})
+    legend = [t.get_text() for t in fig.axes[1].get_legend().texts]
+    assert "critical end point (L = 15.58, P = 225.9)" in legend, legend
+    plt.close(fig)
     # Fig. 3 (linear, second order): a continuous curve, no end point, no caption
     fig = _transition("linear")
     assert not any(np.isnan(ln.get_ydata()).any() for ln in fig.axes[0].lines if "theory" in
@@ -187,3 +192,85 @@ def test_the_old_call_still_draws_and_warns():
     assert fig.axes[0].get_legend() is None  # cG's reference does not belong to c1
     assert "theory: global saddle: 3.86" in [t.get_text() for t in fig.axes[1].get_legend().texts]
     plt.close(fig)
+
+
+def test_posterior_figure_data_folds_c1_and_splits_the_phases(monkeypatch, tmp_path):
+    """The data ``bayes-attn figures`` draws the posterior figure from (experiments.figures.
+    posterior), on the committed Table-1 posteriors: the linear row is the folded c1 (cG sits near
+    0 on both sides of P*), so the transition shows; every panel's reference lines are labelled
+    theory minima of the variable shown; a two-phase softmax panel is reported phase by phase,
+    split at theory.modes.phase_boundary."""
+    from bayes_attn.experiments import figures as fdata
+    from bayes_attn.plotting.figures import DRAW
+    from bayes_attn.task import CopyTask, Hyper
+    from bayes_attn.theory.modes import phase_boundary
+
+    monkeypatch.setattr(
+        fdata, "_posterior_at",
+        lambda spec, ctx, task, hyper, act, k, P: az.from_netcdf(DATA / f"posterior_{act}_{k}.nc"),
+    )  # fmt: skip
+    ctx = fdata.FigureContext(tmp_path, progress=False)
+    monkeypatch.setattr(ctx, "boundaries", lambda task, hyper: BOUNDS)
+    spec = fdata.load_configs()["posterior"](quick=True)
+    panels = fdata.posterior(spec, ctx)["panels"]
+    below, above, _ = panels["linear"]
+    assert below["var"] == above["var"] == "c1"
+    # below P* one symmetric state about 0; above it one folded image at the theory's c1
+    assert abs(below["draws"].mean()) < 0.05 and np.all(np.isfinite(below["draws"]))
+    (c1_theory, words), = above["refs"]  # fmt: skip
+    assert words.startswith("theory") and c1_theory > 0.2
+    assert np.mean(above["draws"] > 0) > 0.99
+    assert above["draws"].mean() == pytest.approx(c1_theory, abs=0.1)
+    assert list(above["phases"].index) == ["posterior"]
+    mid = panels["softmax"][1]
+    assert mid["var"] == "aG" and list(mid["phases"].index) == ["weak", "strong"]
+    run_P = float(az.from_netcdf(DATA / "posterior_softmax_1.nc").posterior.attrs["P"])
+    cut = phase_boundary(CopyTask(25, 5), Hyper(30.0, 1.0, 1.0, 30.0), run_P)
+    assert mid["phases"].attrs["boundary"] == pytest.approx(cut)
+    strong = np.ravel(mid["draws"]) > cut
+    assert mid["phases"].loc["strong", "weight"] == pytest.approx(strong.mean())
+    x = np.ravel(mid["draws"])
+    assert mid["phases"].loc["strong", "mean"] == pytest.approx(x[strong].mean())
+    assert mid["phases"].loc["weak", "mean"] == pytest.approx(x[~strong].mean())
+    words = [w for _, w in mid["refs"]]
+    assert words == ["theory: weak-copy minimum", "theory: strong-copy minimum"]
+    fig = DRAW["posterior"](dict(panels=panels))
+    assert r"$\hat c_1$" in fig.axes[0].get_title() and "second-order P*" in fig.axes[0].get_title()
+    assert fig.axes[4].texts[0].get_text().startswith("weak: weight")
+    plt.close(fig)
+
+
+def test_posterior_figure_folds_linear_draws_only_above_p_star(monkeypatch, tmp_path):
+    """Below the second-order P* the linear posterior is one state symmetric about 0: the figure's
+    sampler step keeps it unfolded (folding would move c1's mean off 0); above P* it folds."""
+    from bayes_attn import inference
+    from bayes_attn.experiments import figures as fdata
+
+    made = {}
+    monkeypatch.setattr(inference, "run_nuts", lambda model, model_args, **kw: made[model_args[2]])
+    ctx = fdata.FigureContext(tmp_path, progress=False)
+    task, hyper = fdata.preset({})
+    for P in (11.4, 45.5):
+        made[P] = _linear(P)
+        idata = fdata._posterior_at({"nuts": {}}, ctx, task, hyper, "linear", 0, P)
+        c1 = np.asarray(idata.posterior.c1)
+        if P < BOUNDS.second_order:
+            np.testing.assert_array_equal(c1, np.asarray(made[P].posterior.c1))
+        else:
+            assert np.all(c1 > 0.2)
+
+
+def test_posterior_figure_smc_runs_checkpoint_beside_their_output(monkeypatch, tmp_path):
+    """The figure's softmax posteriors (tempered SMC, the long runs) checkpoint beside their
+    output, so a killed `bayes-attn figures` resumes them."""
+    from bayes_attn import inference
+    from bayes_attn.experiments import figures as fdata
+
+    idata, _ = _bimodal()
+    seen = {}
+    monkeypatch.setattr(inference, "run_smc", lambda model, **kw: seen.update(kw) or idata)
+    ctx = fdata.FigureContext(tmp_path, progress=False)
+    task, hyper = fdata.preset({})
+    fdata._posterior_at({"smc": {}}, ctx, task, hyper, "softmax", 1, 276.0)
+    assert seen["checkpoint"] == tmp_path / "posterior_softmax_1.nc.smc-checkpoint"
+    assert (tmp_path / "posterior_softmax_1.nc").exists()

@@ -24,7 +24,9 @@ Level 2") has the measured comparison.
 from __future__ import annotations
 
 import math
+import os
 import warnings
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -35,8 +37,8 @@ import xarray as xr
 from bayes_attn import _deprecation, algebra
 from bayes_attn._validation import check_int, check_tokens
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
-from bayes_attn.inference import resolve_key
-from bayes_attn.inference.basins import NoBasin, basin_evidence
+from bayes_attn.inference import resolve_key, smc_checkpoint
+from bayes_attn.inference.basins import BasinEvidence, NoBasin, basin_evidence
 from bayes_attn.models.levels import LEVELS, model_at
 from bayes_attn.progress import announce, say, seconds_per_gradient
 from bayes_attn.task import preset_attrs
@@ -209,7 +211,47 @@ def _smc_options(smc_options, legacy: dict) -> dict:
     return out
 
 
-def _basins(model, args, kwargs, found, cut, smc, keys, progress):
+def basin_checkpoints(prefix) -> dict:
+    """phase -> the SMC checkpoint file of that basin's evidence, ``PREFIX.weak`` and
+    ``PREFIX.strong`` (None without a prefix); the folder must exist."""
+    if prefix is None:
+        return dict.fromkeys(PHASES)
+    paths = {p: Path(f"{os.fspath(prefix)}.{p}") for p in PHASES}
+    for path in paths.values():
+        smc_checkpoint.check_path(path)
+    return paths
+
+
+_BASIN_FIELDS = ("potential", "log_Z_laplace", "log_Z_smc", "log_Z_smc_mean", "log_Z_smc_se",
+                 "num_tempering_steps", "distance", "dim", "converged")  # fmt: skip
+
+
+def _save_basin(path: Path, b: BasinEvidence, run_digest: str) -> None:
+    """A finished basin's evidence at ``path`` (.npz, no pickles, written atomically)."""
+    arrays = {"digest": np.array(run_digest)}
+    arrays.update({f: np.asarray(getattr(b, f)) for f in _BASIN_FIELDS})
+    arrays.update({f"mode/{k}": np.asarray(v) for k, v in b.mode.items()})
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def _load_basin(path: Path, run_digest: str) -> BasinEvidence | None:
+    """The finished basin saved at ``path`` by this same run (its digest), else None."""
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as z:
+        if str(z["digest"]) != run_digest:
+            return None
+        mode = {k.removeprefix("mode/"): z[k] for k in z.files if k.startswith("mode/")}
+        values = {f: z[f] for f in _BASIN_FIELDS}
+    for f in ("potential", "log_Z_laplace", "log_Z_smc_mean", "log_Z_smc_se", "distance"):
+        values[f] = float(values[f])
+    values["dim"], values["converged"] = int(values["dim"]), bool(values["converged"])
+    return BasinEvidence(mode=mode, **values)
+
+
+def _basins(model, args, kwargs, found, cut, smc, keys, progress, checkpoints):
     """Per phase: the :class:`BasinEvidence` (None where there is one phase only) and the mode's aG.
 
     :func:`basin_evidence` takes constrained starts, not a found mode, so it builds the potential
@@ -224,16 +266,28 @@ def _basins(model, args, kwargs, found, cut, smc, keys, progress):
         if not math.isfinite(cut):  # one phase: report the mode, no evidence to compare
             rows[phase], aG[phase] = None, found[phase]["aG"]
             continue
+        done = None if checkpoints[phase] is None else Path(f"{checkpoints[phase]}.done.npz")
+        run_digest = smc_checkpoint.digest(
+            args, kwargs, found[phase]["start"], cut, smc, getattr(keys, phase), phase
+        )
+        if done is not None and (b := _load_basin(done, run_digest)) is not None:
+            say("phase_free_energies: the %s basin, finished before, from %s", phase, done,
+                enabled=progress)  # fmt: skip
+            rows[phase], aG[phase] = b, float(b.mode["aG"])
+            continue
         say("phase_free_energies: SMC evidence of the %s basin", phase, enabled=progress)
         try:
             b = basin_evidence(
                 model, model_args=args, model_kwargs=kwargs, start=found[phase]["start"],
                 replicates=smc["replicates"], key=getattr(keys, phase), var="aG", boundary=cut,
-                side="above" if phase == "strong" else "below", progress_bar=progress, **moves,
+                side="above" if phase == "strong" else "below", progress_bar=progress,
+                checkpoint=checkpoints[phase], **moves,
             )  # fmt: skip
         except NoBasin as err:  # this start fell into the other phase: one phase at this level
             rows[phase], aG[phase] = None, err.value
             continue
+        if done is not None:
+            _save_basin(done, b, run_digest)
         rows[phase], aG[phase] = b, float(b.mode["aG"])
     return rows, aG
 
@@ -278,6 +332,7 @@ def phase_free_energies(
     seed: int | None = None,
     key=None,
     progress: bool = True,
+    checkpoint=None,
     **legacy,
 ) -> xr.Dataset:
     """The evidence of each softmax phase at one level, and Delta F beside Level 2's.
@@ -309,6 +364,15 @@ def phase_free_energies(
         Say each stage on stderr before it starts, with the cost of a tempering step, and log
         every tempering step (:mod:`bayes_attn.progress`). At Level 1 and the network a basin
         takes minutes to hours on a laptop CPU (docs/validation.md).
+    checkpoint : str or path, optional
+        A prefix for the basins' SMC checkpoints, ``PREFIX.weak`` and ``PREFIX.strong``
+        (:func:`basin_checkpoints`): each basin's run writes its state after every tempering step
+        and, rerun with the same arguments after a kill, resumes from it and ends bit for bit as
+        an uninterrupted run (:mod:`bayes_attn.inference.smc_checkpoint`). A finished basin's
+        evidence is kept in ``PREFIX.<phase>.done.npz`` (with a digest of its arguments: the
+        model's arguments, the start, the boundary, the SMC options and the key), so a rerun
+        reads it instead of running that basin again; these files are removed when the call
+        returns.
 
     Returns
     -------
@@ -329,14 +393,19 @@ def phase_free_energies(
 
     _check_level(level)
     smc = _smc_options(smc_options, legacy)
+    checkpoints = basin_checkpoints(checkpoint)
     rng, seed, key_attrs = resolve_key(key, seed)
     P = _size(tokens, level)
     model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings, include_logdet)
     say("phase_free_energies: the %s modes from both starts at P = %g", level, P, enabled=progress)
     starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
     found, cut = _modes_from_starts(model, args, kwargs, starts)
-    rows, aG = _basins(model, args, kwargs, found, cut, smc, free_energy_keys(rng), progress)
+    keys = free_energy_keys(rng)
+    rows, aG = _basins(model, args, kwargs, found, cut, smc, keys, progress, checkpoints)
     ds = _free_energy_table(rows, aG)
+    for path in checkpoints.values():
+        if path is not None:
+            Path(f"{path}.done.npz").unlink(missing_ok=True)
     m = modes(task, hyper, P, "softmax", include_logdet=include_logdet)
     ds["delta_F_level2"] = float(m.delta_F) if (m.phase == "strong").any() else math.nan
     ds.attrs.update(

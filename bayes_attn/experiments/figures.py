@@ -133,13 +133,17 @@ def attention_and_loss(spec, ctx: FigureContext) -> dict:
 
 def transition(spec, ctx: FigureContext) -> dict:
     """Figs. 3 and 4: the protocol sweep, the theory along P and over (P, L) and (P, V), the
-    boundaries."""
+    boundaries and, for softmax, the critical end point of the first-order line in (P, L)
+    (:func:`bayes_attn.theory.critical_end_point`)."""
     act = spec["activation"]
     cfg = spec["sweeps"]["protocol"]
     proto = _one_point(ctx.sweep("protocol", cfg))
     grid = spec["theory"]
     opts = cfg.options  # SweepConfig has filled in every default
     task, hyper = preset(spec)
+    end = None
+    if act == "softmax" and math.isfinite(ctx.boundaries(task, hyper).first_order):
+        end = theory.critical_end_point(task, hyper)  # where the first-order line ends in (P, L)
     return dict(
         proto=proto,
         curve=ctx.theory("curve", act, grid, task, hyper),
@@ -148,45 +152,86 @@ def transition(spec, ctx: FigureContext) -> dict:
         activation=act,
         boundaries=ctx.boundaries(task, hyper),
         networks=f"{opts['members']} networks of width {opts['d_model']}",
+        critical_end=end,
     )
 
 
 def _posterior_at(spec, ctx, task, hyper, act, k, P):
-    """One posterior of the reduced model at P: NUTS (folded) for linear, SMC for softmax."""
-    from bayes_attn.analysis.diagnostics import fold_posterior
+    """One posterior of the reduced model at P: NUTS for linear (folded onto one Z2 image only
+    above the second-order P*, :func:`~bayes_attn.analysis.diagnostics.fold_ordered`: below it the
+    posterior is one state, symmetric about the origin), SMC for softmax (which checkpoints after
+    every tempering step beside its output, so a killed run resumes)."""
+    from bayes_attn.analysis.diagnostics import fold_ordered
     from bayes_attn.inference import run_nuts, run_smc
     from bayes_attn.models import order_param_model
 
     args = (task, hyper, P, act)
+    out = ctx.out / f"posterior_{act}_{k}.nc"
     if act == "softmax":
-        idata = run_smc(order_param_model, model_args=args, seed=k, **spec["smc"])
+        ckpt = out.with_name(out.name + ".smc-checkpoint")
+        idata = run_smc(order_param_model, model_args=args, seed=k, checkpoint=ckpt, **spec["smc"])
     else:
         idata = run_nuts(
             order_param_model, model_args=args, seed=k, progress_bar=False, **spec["nuts"]
         )
-        idata = fold_posterior(idata)
-    az.to_netcdf(idata, ctx.out / f"posterior_{act}_{k}.nc")
+        idata = fold_ordered(idata)
+    az.to_netcdf(idata, out)
     return idata
 
 
+def posterior_panel(idata, var: str | None = None, refs=()) -> dict:
+    """The data of one panel of the posterior figure: ``var`` (default: ``c1`` for linear
+    attention, folded onto one Z2 image above the second-order P*,
+    :func:`~bayes_attn.analysis.diagnostics.fold_ordered`; ``aG`` for softmax), its ``draws``,
+    its ``phases`` (:func:`~bayes_attn.analysis.diagnostics.phase_summary`: each phase's weight,
+    mean and interval, the draws split at :func:`bayes_attn.theory.modes.phase_boundary` where
+    the run's P has two phases) and the reference lines ``refs`` ((value, label) pairs)."""
+    from bayes_attn.analysis.diagnostics import fold_ordered, phase_summary
+
+    act = idata.posterior.attrs.get("activation")
+    if var is None:
+        var = "c1" if act == "linear" else "aG"
+    if var in ("c1", "cG") and {"c1", "cG"} <= set(idata.posterior.data_vars):
+        idata = fold_ordered(idata)
+    draws = np.asarray(idata.posterior[var].transpose("chain", "draw"))
+    return dict(var=var, draws=draws, phases=phase_summary(idata, var),
+                refs=[(float(v), str(w)) for v, w in refs])  # fmt: skip
+
+
+def theory_refs(task, hyper, P, activation: str) -> list[tuple[float, str]]:
+    """The reference lines of a posterior panel: the Level-2 minima at P, labelled. Linear: the
+    global minimum's ``c1`` (on the image c1 + cG >= 0, as the folded draws); softmax: every
+    minimum's ``aG`` (the weak- and strong-copy minima where both exist)."""
+    found = theory.saddles(task, hyper, P, activation)
+    if activation == "linear":
+        return [(round(float(found[0].c1), 4), "theory: minimum of the action")]
+    found = sorted(found, key=lambda s: s.aG)
+    if len(found) == 1:
+        return [(round(float(found[0].aG), 4), "theory: minimum of the action")]
+    names = ["weak-copy minimum", "strong-copy minimum"] if len(found) == 2 else []
+    names = names or [f"minimum {i + 1}" for i in range(len(found))]
+    return [(round(float(s.aG), 4), f"theory: {n}") for s, n in zip(found, names, strict=True)]
+
+
 def posterior(spec, ctx: FigureContext) -> dict:
-    """The posterior of the copy order parameter across each transition: ``panels``
-    (activation -> [(boundary, factor, P, InferenceData)], at ``factor`` times the boundary) and
-    ``ref_vals``, the Level-2 saddle's value in each panel."""
+    """The posterior of the copy order parameter across each transition: ``panels``, activation
+    -> one dict per column with ``boundary``, ``factor`` and ``P`` (at ``factor`` times the
+    boundary) and the panel data of :func:`posterior_panel` (folded ``c1`` for linear, ``aG``
+    for softmax, each phase's weight, mean and interval, the theory's minima as references)."""
     task, hyper = preset(spec)
     b = ctx.boundaries(task, hyper)
-    panels, refs = {}, {}
+    panels = {}
     for act, where in spec["at"].items():
-        panels[act], refs[act] = [], []
+        panels[act] = []
         for k, (boundary, factor) in enumerate(where):
             P = float(getattr(b, boundary)) * factor
             if not math.isfinite(P):
                 raise ValueError(f"the {boundary} boundary is not finite at this preset")
             idata = _posterior_at(spec, ctx, task, hyper, act, k, P)
-            sd = theory.global_saddle(task, hyper, P, act)
-            refs[act].append(round(float(sd.cG if act == "linear" else sd.aG), 3))
-            panels[act].append((boundary, factor, P, idata))
-    return dict(panels=panels, ref_vals=refs)
+            refs = theory_refs(task, hyper, P, act)
+            panel = posterior_panel(idata, refs=refs)
+            panels[act].append(dict(boundary=boundary, factor=factor, P=P, **panel))
+    return dict(panels=panels)
 
 
 def phase_weights(spec, ctx: FigureContext) -> dict:

@@ -5,10 +5,21 @@ sampled on the model of a level (its dataset drawn from the seed), or an Adam en
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bayes_attn.distributed import ProcessInfo, gather_parts, process_share
 from bayes_attn.models.levels import model_with_data
 
 SAMPLERS = ("nuts", "sgld", "smc")
+
+
+def smc_checkpoint_path(out) -> Path:
+    """Where ``bayes-attn sample --sampler smc --out OUT`` keeps its SMC checkpoint:
+    ``OUT.smc-checkpoint``, beside the output. A killed run, rerun with the same arguments,
+    resumes from it (:mod:`bayes_attn.inference.smc_checkpoint`); it is removed when the run
+    completes."""
+    out = Path(out)
+    return out.with_name(out.name + ".smc-checkpoint")
 
 
 def sample_posterior(

@@ -47,6 +47,7 @@ from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 from numpyro.infer.util import get_transforms, transform_fn
+from numpyro.primitives import Messenger
 
 from bayes_attn._validation import check_int, check_positive
 
@@ -56,6 +57,7 @@ __all__ = [
     "SplitDensity",
     "find_mode",
     "flat_potential",
+    "full_plates",
     "hessian",
     "split_log_density",
     "unconstrained_init",
@@ -88,18 +90,31 @@ def _is_latent(site) -> bool:
     return site["type"] == "sample" and not site["is_observed"]
 
 
-def _trace_at(model, model_args, model_kwargs, u: dict):
-    """The model's trace with the latents at unconstrained ``u``, hidden from enclosing handlers."""
+def _trace_at(model, model_args, model_kwargs, u: dict, rng_key=None):
+    """The model's trace with the latents at unconstrained ``u``, hidden from enclosing handlers;
+    with ``rng_key`` the model is seeded (a subsample plate draws its indices from it)."""
 
     def sub(site):
         if site["type"] == "sample" and site["name"] in u:
             return biject_to(site["fn"].support)(u[site["name"]])
         return None
 
+    if rng_key is not None:
+        model = handlers.seed(model, rng_key)
     with handlers.block():
         return handlers.trace(handlers.substitute(model, substitute_fn=sub)).get_trace(
             *model_args, **model_kwargs
         )
+
+
+class full_plates(Messenger):  # noqa: N801 - a NumPyro handler, named as NumPyro names them
+    """Run every subsample plate over its whole range, so sites see all the data at scale 1."""
+
+    def process_message(self, msg) -> None:
+        if msg["type"] == "plate":
+            size = msg["args"][0]
+            msg["value"] = jnp.arange(size)
+            msg["args"] = (size, None)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -270,6 +285,37 @@ class Potential(NamedTuple):
     def trace(self, x):
         """The model's trace with its latents at the flat unconstrained ``x`` (traceable)."""
         return _trace_at(self.model, self.model_args, self.model_kwargs, self.unravel(x))
+
+    def log_likelihood(self, x, rng_key=None):
+        """The log likelihood at ``x``: the observed sample sites and ``numpyro.factor`` sites,
+        with their plates' scales (traceable). With ``rng_key`` the model is seeded, so that a
+        subsample plate draws a minibatch (the estimate is then unbiased, scaled by N / b)."""
+        tr = _trace_at(self.model, self.model_args, self.model_kwargs, self.unravel(x), rng_key)
+        out = jnp.zeros(())
+        for site in tr.values():
+            if site["type"] == "sample" and site["is_observed"]:
+                out = out + _site_log_prob(site)
+        return out
+
+    def log_prior(self, x):
+        """The rest of the log joint at ``x``: the latent sites' log prior with the log-Jacobians
+        of their transforms, ``-U(x) - log_likelihood(x)`` (traceable)."""
+        return -self.U(x) - self.log_likelihood(x)
+
+    def num_examples(self) -> int | None:
+        """The number of examples of the likelihood: the product of the full sizes of the plates
+        around the observed sites (the largest over sites), or None when no observed site sits
+        in a plate (a ``numpyro.factor`` alone, say)."""
+        with handlers.block():
+            tr = handlers.trace(handlers.seed(self.model, 0)).get_trace(
+                *self.model_args, **self.model_kwargs
+            )
+        sizes = [
+            int(np.prod([frame.size for frame in site["cond_indep_stack"]]))
+            for site in tr.values()
+            if site["type"] == "sample" and site["is_observed"] and site["cond_indep_stack"]
+        ]
+        return max(sizes) if sizes else None
 
     def sites(self, x) -> dict:
         """Every latent and deterministic site's constrained value at ``x``, as numpy arrays."""

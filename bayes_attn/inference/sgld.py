@@ -46,13 +46,13 @@ from numpyro.infer.util import (
     log_likelihood,
     potential_energy,
 )
-from numpyro.primitives import Messenger
 from numpyro.util import is_prng_key, not_jax_tracer
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.inference._call import model_call, resolve_key
 from bayes_attn.inference.convert import from_mcmc
+from bayes_attn.inference.potential import full_plates
 from bayes_attn.inference.record import RunRecord, tokens_of
 
 StepSize = float | Callable[[jax.Array], jax.Array]
@@ -88,16 +88,6 @@ class SGLDState(NamedTuple):
     grad_norm: jax.Array
     step_size: jax.Array
     rng_key: jax.Array
-
-
-class _full_plates(Messenger):
-    """Run every subsample plate over its whole range, so sites see all the data at scale 1."""
-
-    def process_message(self, msg) -> None:
-        if msg["type"] == "plate":
-            size = msg["args"][0]
-            msg["value"] = jnp.arange(size)
-            msg["args"] = (size, None)
 
 
 def _check_temperature(temperature) -> float:
@@ -187,7 +177,7 @@ class SGLD(MCMCKernel):
             step_size = check_positive("step_size", step_size)
         self._temperature = _check_temperature(temperature)
         self._model = model
-        self._full_model = _full_plates(model)
+        self._full_model = full_plates(model)
         self._step_size = step_size
         self._init_strategy = init_strategy
         self._batched = False

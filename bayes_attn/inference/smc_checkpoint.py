@@ -34,7 +34,7 @@ import numpy as np
 
 from bayes_attn.inference.smc_kernel import RunState, StepRecord
 
-__all__ = ["Checkpoint", "Saved", "check_path", "fingerprint"]
+__all__ = ["Checkpoint", "Saved", "check_path", "digest", "fingerprint"]
 
 FORMAT = "bayes_attn.smc.checkpoint/1"
 TEMPERING, REJUVENATED = "tempering", "rejuvenated"
@@ -88,6 +88,13 @@ def _feed(h, obj) -> None:
         _feed(h, ("callable", getattr(obj, "__module__", ""), getattr(obj, "__qualname__", "")))
     else:
         _feed(h, (type(obj).__qualname__, dict(getattr(obj, "__dict__", {}))))
+
+
+def digest(*objs) -> str:
+    """A SHA-256 digest of a canonical byte form of ``objs`` (arrays by their bytes, dataclasses
+    by their fields, keys by their data; no memory addresses): the same arguments, the same
+    digest, in any process."""
+    return _digest(*objs)
 
 
 def _digest(*objs) -> str:

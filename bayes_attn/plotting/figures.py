@@ -34,12 +34,12 @@ def _posterior_title(boundary: str, factor: float, P: float) -> str:
     return f"P = {P:.1f} ({at})"
 
 
-def _posteriors(panels, ref_vals):
-    idatas = {
-        act: [(_posterior_title(b, f, P), idata) for b, f, P, idata in rows]
+def _posteriors(panels):
+    labelled = {
+        act: [dict(p, label=_posterior_title(p["boundary"], p["factor"], p["P"])) for p in rows]
         for act, rows in panels.items()
     }
-    return plots.posteriors_across(idatas, ref_vals=ref_vals)
+    return plots.posteriors_across(labelled)
 
 
 #: figure -> its drawing, from the data of :func:`bayes_attn.experiments.figures.figure_data`
@@ -55,8 +55,9 @@ DRAW = {
         d["activation"],
         d["boundaries"],
         networks=d["networks"],
+        critical_end=d.get("critical_end"),
     ),  # fmt: skip
-    "posterior": lambda d: _posteriors(d["panels"], d["ref_vals"]),
+    "posterior": lambda d: _posteriors(d["panels"]),
     "phase_weights": lambda d: plots.phase_weight_curve(d["w"], d["crossing"], d["boundaries"]),
 }
 

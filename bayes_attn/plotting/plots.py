@@ -167,7 +167,10 @@ def _mark_end_point(ax, diag, axis, critical_end):
         Pm, vm = np.mean(P), np.mean(v)
         xerr = None if np.ndim(P) == 0 else [[Pm - min(P)], [max(P) - Pm]]
         yerr = None if np.ndim(v) == 0 else [[vm - min(v)], [max(v) - vm]]
-        where = f"{axis} = {vm:.3g}" if yerr is None else f"{axis} = {min(v):g} to {max(v):g}"
+        if yerr is not None:
+            where = f"{axis} = {min(v):g} to {max(v):g}"
+        else:
+            where = f"{axis} = {vm:.4g}" + ("" if xerr is not None else f", P = {Pm:.4g}")
     else:
         end = _first_order_end(diag, axis)
         if end is None:
@@ -312,21 +315,13 @@ def _phase_words(phases, hdi_prob: float) -> str:
 
 
 def posterior_panel(label: str, idata, var: str | None = None, refs=()) -> dict:
-    """One panel of :func:`posteriors_across` from a posterior: the draws of ``var`` (default:
-    folded ``c1`` for linear attention, :func:`~bayes_attn.analysis.diagnostics.fold_ordered`;
-    ``aG`` for softmax), their phases (:func:`~bayes_attn.analysis.diagnostics.phase_summary`,
-    split at the Level-2 phase boundary where there are two), ``label`` and the reference lines
-    ``refs`` ((value, label) pairs, e.g. the theory's minima at that P)."""
-    from bayes_attn.analysis.diagnostics import fold_ordered, phase_summary
+    """One panel of :func:`posteriors_across` from a posterior: ``label`` and the panel data of
+    :func:`bayes_attn.experiments.figures.posterior_panel` (the draws of ``var``, default folded
+    ``c1`` for linear attention and ``aG`` for softmax, their phases and the reference lines
+    ``refs``, (value, label) pairs, e.g. the theory's minima at that P)."""
+    from bayes_attn.experiments.figures import posterior_panel as panel_data
 
-    act = idata.posterior.attrs.get("activation")
-    if var is None:
-        var = "c1" if act == "linear" else "aG"
-    if var in ("c1", "cG") and {"c1", "cG"} <= set(idata.posterior.data_vars):
-        idata = fold_ordered(idata)
-    draws = np.asarray(idata.posterior[var].transpose("chain", "draw"))
-    return dict(label=label, var=var, draws=draws, phases=phase_summary(idata, var),
-                refs=[(float(v), str(w)) for v, w in refs])  # fmt: skip
+    return dict(label=label, **panel_data(idata, var, refs))
 
 
 def _old_panels(idatas, var_names, ref_vals) -> dict:

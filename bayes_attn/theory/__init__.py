@@ -21,6 +21,7 @@ from bayes_attn.theory.action import (
 )
 from bayes_attn.theory.boundaries import (
     PhaseBoundaries,
+    critical_end_point,
     phase_boundaries,
     phase_diagram,
     second_order_closed_form,
@@ -46,6 +47,7 @@ __all__ = [
     "WeightCrossing",
     "action_linear",
     "action_softmax",
+    "critical_end_point",
     "data_ek",
     "data_exact",
     "evidence_exact",

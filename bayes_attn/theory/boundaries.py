@@ -212,14 +212,47 @@ def _spinodal(sc: Scales, P_one: float, P_two: float, strong_side: bool) -> floa
     return P_two
 
 
+def _minimum_counts(Ps, sc: Scales) -> tuple[np.ndarray, np.ndarray]:
+    """(number of softmax minima, the global minimum's cG) at each P of ``Ps``."""
+
+    def at(P):
+        x, s, valid = softmax_grid_minima(P, sc)
+        return jnp.sum(valid), x[jnp.argmin(jnp.where(valid, s, jnp.inf))]
+
+    counts, x = jax.vmap(at)(jnp.asarray(Ps))
+    return np.asarray(counts), np.asarray(x)
+
+
+def coexistence_scan(sc: Scales, P_scale: float, n: int = 300, zooms: int = 3):
+    """(Ps, counts): the number of softmax minima on a geometric grid of P over
+    [P_scale / 100, 1000 P_scale], zoomed in where there is no coexistence.
+
+    A coexistence window narrower than the grid's spacing (4% at n = 300; near the critical end
+    point the window closes, e.g. at V = 5 and the paper's scales L = 16, 17 and 19 have windows
+    of well under 4%) falls between two grid points. So where no point has two minima, the scan is
+    repeated ``zooms`` times, each on n points between the neighbours of the largest jump of the
+    global minimum (where a first-order transition would be), each time ~n/2 times finer.
+    """
+    Ps = P_scale * np.geomspace(1e-2, 1e3, n)
+    counts, x = _minimum_counts(Ps, sc)
+    for _ in range(zooms):
+        if np.any(counts >= 2):
+            break
+        k = int(np.argmax(np.abs(np.diff(x))))
+        Ps = np.geomspace(Ps[max(k - 1, 0)], Ps[min(k + 2, len(Ps) - 1)], n)
+        counts, x = _minimum_counts(Ps, sc)
+    return Ps, counts
+
+
 def softmax_boundaries(sc: Scales, P_scale: float, n: int = 300) -> dict:
     """First-order P* (equal action) and the spinodals of the softmax action.
 
-    The count of minima is scanned on a geometric grid of P over [P_scale / 100, 1000 P_scale];
-    where no coexistence is found the transition is not first order and every entry is nan.
+    The count of minima is scanned on a geometric grid of P over [P_scale / 100, 1000 P_scale],
+    zoomed in where a narrow coexistence window could hide (:func:`coexistence_scan`); where no
+    coexistence is found the transition is not first order and every entry is nan.
     """
-    Ps = P_scale * np.geomspace(1e-2, 1e3, n)
-    counts = np.asarray(jax.vmap(lambda P: jnp.sum(softmax_grid_minima(P, sc)[2]))(jnp.asarray(Ps)))
+    Ps, counts = coexistence_scan(sc, P_scale, n)
+    n = len(Ps)
     two = np.flatnonzero(counts >= 2)
     nan = {"first_order": math.nan, "spinodals": (math.nan, math.nan)}
     if two.size == 0 or two[0] == 0 or two[-1] == n - 1:
@@ -302,6 +335,65 @@ def _softmax_transition(L: float, V: float, g_w: float, g_o: float, sigma2: floa
     sc = Scales(*(jnp.float64(v) for v in (L, V, g_w, g_o, sigma2)))
     soft = softmax_boundaries(sc, second_order_numeric(sc))
     return (soft["first_order"], *soft["spinodals"])
+
+
+@jax.jit
+def _cusp(z, sc: Scales):
+    """(s', s'', s''') of the softmax action in c at z = (c, log P, L): all three vanish at the
+    critical end point, where the two spinodal folds meet."""
+    sc = sc._replace(L=z[2])
+    ds = jax.grad(lambda c: action_softmax(c, jnp.exp(z[1]), sc))
+    d2 = jax.grad(ds)
+    return jnp.stack([ds(z[0]), d2(z[0]), jax.grad(d2)(z[0])])
+
+
+def _first_order_at(sc: Scales, L: float) -> tuple[float, float, float]:
+    return softmax_transition(sc._replace(L=jnp.float64(L)))
+
+
+@functools.lru_cache(maxsize=16)
+def critical_end_point(task, hyper, bracket=None, tol: float = 0.01) -> dict:
+    """The critical end point of the softmax first-order line in the (P, L) plane, V and the
+    scales fixed: where the two spinodals meet and the jump vanishes (docs/theory.md §7).
+
+    L is treated as continuous. Bisection on whether the softmax transition is first order
+    (:func:`softmax_transition`) brackets the end point to ``tol`` in L, between ``bracket`` =
+    (continuous L, first-order L), by default (2, the task's L); it is then polished as the cusp
+    s'(c) = s''(c) = s'''(c) = 0 in (cG, log P, L).
+
+    Returns
+    -------
+    dict
+        ``P``, ``L`` and ``cG`` of the end point, ``L_bracket`` (the bisection's bracket) and
+        ``polished``. Where the polish does not converge inside the bracket, ``P`` and ``L`` are
+        the bracket's first-order end (its spinodals' geometric mean) and ``polished`` is False.
+
+    Raises
+    ------
+    ValueError
+        When the bracket's ends are not continuous and first order respectively.
+    """
+    sc = scales(task, hyper)
+    lo, hi = (2.0, float(task.L)) if bracket is None else (float(b) for b in bracket)
+    if not math.isfinite(_first_order_at(sc, hi)[0]):
+        raise ValueError(f"bracket: the softmax transition is not first order at L = {hi:g}")
+    if math.isfinite(_first_order_at(sc, lo)[0]):
+        raise ValueError(f"bracket: the softmax transition is already first order at L = {lo:g}")
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if math.isfinite(_first_order_at(sc, mid)[0]) else (mid, hi)
+    _, s_lo, s_hi = _first_order_at(sc, hi)
+    P0 = math.sqrt(s_lo * s_hi)
+    sc_hi = sc._replace(L=jnp.float64(hi))
+    x, _, valid = (np.asarray(a) for a in softmax_grid_minima(jnp.float64(P0), sc_hi))
+    c0 = float(np.mean(x[valid]))
+    F = lambda z: np.asarray(_cusp(jnp.asarray(z), sc))  # noqa: E731
+    sol = optimize.root(F, [c0, math.log(P0), hi], method="hybr", options={"xtol": 1e-12})
+    c, logP, L = (float(v) for v in sol.x)
+    ok = sol.success and lo - tol <= L <= hi + tol and abs(logP - math.log(P0)) < 0.1
+    if not ok:
+        return dict(P=P0, L=hi, cG=c0, L_bracket=(lo, hi), polished=False)
+    return dict(P=math.exp(logP), L=L, cG=c, L_bracket=(lo, hi), polished=True)
 
 
 @functools.lru_cache(maxsize=64)

@@ -119,8 +119,10 @@ if "smc" in parts:
             raise SystemExit(f"row: {level}:{P} is not one of {ROWS}")
         kw = {"embeddings": emb} if level == "network" else {}
         t = time.perf_counter()
+        os.makedirs(out_dir, exist_ok=True)  # each basin checkpoints there: a killed row resumes
+        ckpt = os.path.join(out_dir, f"smc_{level}_P{P}.nc.smc-checkpoint")
         ds = phase_free_energies(task, hyper, pool[:P], level, include_logdet=True,
-                                 smc_options={"replicates": 2}, **kw)  # fmt: skip
+                                 smc_options={"replicates": 2}, checkpoint=ckpt, **kw)  # fmt: skip
         wall = time.perf_counter() - t
         print(table_row(f"{level}, P = {P}", ds, wall), flush=True)
         write_row(

@@ -34,8 +34,15 @@ def main(argv=None):
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     pool = task.sample(jax.random.key(args.dataset), 320)
     t = time.perf_counter()
-    ds = phase_free_energies(task, hyper, pool[: args.P], "kernel", include_logdet=True,
-                             smc_options={"replicates": 2})  # fmt: skip
+    ds = phase_free_energies(
+        task,
+        hyper,
+        pool[: args.P],
+        "kernel",
+        include_logdet=True,
+        smc_options={"replicates": 2},
+        checkpoint=f"{out}.smc-checkpoint",
+    )  # a killed run resumes; fmt: skip
     wall = time.perf_counter() - t
     print(HEADER)
     print(table_row(f"Level 1, P = {args.P}", ds, wall), flush=True)
