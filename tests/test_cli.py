@@ -143,6 +143,7 @@ def test_fold_and_the_plots_diagnose_promises(capsys, tmp_path):
     assert labels and not any("_" in t for t in words), labels  # words, not code names
 
 
+@pytest.mark.slow  # every figure end to end (minutes); `make demo` runs the real quick config
 def test_figures_builds_every_file(capsys, tmp_path):
     code, out, _ = run(capsys, "figures", "--configs", TINY_FIGURES, "--out", tmp_path)
     assert code == 0, out

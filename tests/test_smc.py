@@ -270,6 +270,7 @@ def _regression_log_z(X, y):
     return top + math.log(mass)
 
 
+@pytest.mark.slow  # about 2 min of CPU; the conjugate Gaussians check the evidence in the default run
 def test_regression_evidence_at_the_defaults():
     """The 7-parameter AR(5) regression that the earlier defaults (2000 particles, 10 RWM moves per
     step, target ESS 0.5) got 2.2-7.2 nats too low (module docstring)."""
