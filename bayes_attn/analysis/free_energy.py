@@ -37,8 +37,10 @@ import xarray as xr
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
+from bayes_attn.progress import say
+from bayes_attn.theory.profile import reduced_profile
 
-__all__ = ["free_energy_profile", "profile_minima"]
+__all__ = ["free_energy_profile", "landscape_report", "landscape_text", "profile_minima"]
 
 #: pymbar's rule of thumb for the overlap of neighbouring states
 MIN_OVERLAP = 0.03
@@ -276,3 +278,69 @@ def _warn_overlap(over, centres, min_overlap) -> None:
             f"centres {where}; F there is not to be trusted (add windows or lower kappa there)",
             stacklevel=3,
         )
+
+
+# --------------------------------------------------------------------------------------------------
+# The landscape of the softmax order parameter beside Level 2
+
+
+def landscape_report(idata, *, grid=None, divide=None, divides=None) -> xr.Dataset:
+    """F(aG) by MBAR (:func:`free_energy_profile`) with the exact Level-2 profile ``F_level2`` on
+    the same grid (bin averages, at the run's P and preset, the log-determinant in as Level 1 has
+    it), and the windows' ``r_hat``, ``ess_bulk`` and ``acceptance``."""
+    prof = free_energy_profile(idata, grid, divide=divide, divides=divides)
+    a = prof.attrs
+    const = az.dataset(idata, "constant_data")
+    for name in ("r_hat", "ess_bulk", "acceptance"):
+        prof[name] = ("window", const[name].values)
+    if a.get("cv") == "aG" and "L" in a:
+        from bayes_attn.task import CopyTask, Hyper
+
+        task = CopyTask(L=int(a["L"]), V=int(a["V"]))
+        hyper = Hyper(chi=float(a["chi"]), g_w=float(a["g_w"]), g_o=float(a["g_o"]),
+                      sigma2=float(a["sigma2"]))  # fmt: skip
+        logdet = bool(a.get("include_logdet", 1)) if a.get("level") == "reduced" else True
+        try:
+            prof["F_level2"] = ("q", _bin_profile(task, hyper, float(a["P"]), prof, logdet))
+        except ValueError as err:  # no two phases at this preset: no Level-2 line
+            say("landscape: no Level-2 profile (%s)", err)
+    return prof
+
+
+def _bin_profile(task, hyper, P, prof, include_logdet) -> np.ndarray:
+    """-log of the Level-2 mass of each bin over its width (41-point trapezoid per bin)."""
+    lo, hi = prof.edge_lo.values, prof.edge_hi.values
+    t = np.linspace(0.0, 1.0, 41)
+    x = lo[:, None] + (hi - lo)[:, None] * t[None]
+    F = reduced_profile(task, hyper, P, "softmax", x, include_logdet)
+    top = np.min(F, axis=1, keepdims=True)
+    mass = np.trapezoid(np.exp(-(F - top)), x, axis=1)
+    return top[:, 0] - np.log(mass / (hi - lo))
+
+
+def landscape_text(prof) -> str:
+    """A few lines: the minima, the barrier, Delta F at the divide, the overlap, the windows."""
+    a = prof.attrs
+    lines = [f"free-energy profile of {a.get('cv', 'q')} by umbrella sampling + MBAR "
+             f"({prof.sizes['window']} windows)"]  # fmt: skip
+    mins = ", ".join(f"{q:.3f} (F {F:.2f})" for q, F in
+                     zip(prof.q_minimum.values, prof.F_minimum.values, strict=True))  # fmt: skip
+    lines.append(f"minima: {mins or 'none'}")
+    if math.isfinite(float(prof.q_barrier)):
+        lines.append(f"barrier at {float(prof.q_barrier):.3f}: {float(prof.barrier_below):.2f} "
+                     f"above the lower-q minimum, {float(prof.barrier_above):.2f} above the "
+                     "higher-q one")  # fmt: skip
+    if math.isfinite(float(prof.delta_F)):
+        lines.append(f"Delta F (above - below {float(prof.divide):.3f}) = "
+                     f"{float(prof.delta_F):.3f} ± {float(prof.delta_F_se):.3f}; masses "
+                     f"{float(prof.mass_below):.4g}, {float(prof.mass_above):.4g}")  # fmt: skip
+    ov = float(prof.min_overlap_next)
+    lines.append(f"smallest neighbour overlap {ov:.3f}"
+                 + (" (below 0.03: not to be trusted)" if ov < 0.03 else ""))  # fmt: skip
+    if "r_hat" in prof:
+        r = prof.r_hat.values
+        lines.append(f"per-window R-hat max {np.nanmax(r):.3f}, ESS min {np.nanmin(prof.ess_bulk):.0f},"
+                     f" acceptance {np.nanmin(prof.acceptance):.2f}-{np.nanmax(prof.acceptance):.2f}")  # fmt: skip
+    if "F_level2" in prof:
+        lines.append("Level 2 beside it: F_level2 on the same bins")
+    return "\n".join(lines)

@@ -5,9 +5,8 @@
 draw) on a dataset, starts umbrella windows from the modes of both phases
 (:func:`bayes_attn.experiments.coexistence.phase_starts`, then the mode finder), and runs
 :func:`bayes_attn.inference.run_umbrella` along ``aG``. :func:`landscape_report` turns the result
-into F(aG) by MBAR (:func:`bayes_attn.analysis.free_energy_profile`) with the exact Level-2
-profile at the same P (:func:`bayes_attn.theory.profile.reduced_profile`) on the same grid, and
-:func:`landscape_text` says it in a few lines (minima, barrier, Delta F, overlap, per-window R-hat).
+into F(aG) by MBAR with the exact Level-2 profile beside it, and :func:`landscape_text` says it
+in a few lines (both from :mod:`bayes_attn.analysis.free_energy`, re-exported here).
 
 References
 ----------
@@ -16,30 +15,31 @@ docs/theory.md, "The free-energy landscape"; docs/validation.md, "Free-energy pr
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 import jax
-import numpy as np
-import xarray as xr
 
 from bayes_attn import _arviz as az
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int
-from bayes_attn.analysis.free_energy import free_energy_profile
+from bayes_attn.analysis.free_energy import landscape_report, landscape_text
 from bayes_attn.experiments.coexistence import phase_starts
 from bayes_attn.inference.umbrella import run_umbrella
 from bayes_attn.models.levels import model_at, model_with_data
 from bayes_attn.models.network import init_embeddings
 from bayes_attn.progress import say
-from bayes_attn.theory.profile import reduced_profile
 
 __all__ = ["LANDSCAPE_LEVELS", "landscape_report", "landscape_text", "run_landscape",
            "write_landscape"]  # fmt: skip
 
 #: the levels a landscape is measured at (the network's own posterior is Level 1 with its Gram)
 LANDSCAPE_LEVELS = ("reduced", "kernel")
+#: run_umbrella's vectorisation and metric per level: Level 2 is one cheap dimension (every window
+#: vectorised, a Hessian per window); Level 1's gradient does not vectorise on a CPU and its
+#: Hessian costs 900 Hessian-vector products (one chain at a time, the two modes' Hessians)
+LEVEL_SETTINGS = {"reduced": {"batch": 0, "metric": "window"},
+                  "kernel": {"batch": 1, "metric": "mode"}}  # fmt: skip
 #: what the embeddings' key folds into the run's key, so the Gram's draw is apart from the data's
 GRAM_FOLD = 2
 
@@ -100,7 +100,8 @@ def run_landscape(
         The dataset's and the sampler's seed.
     **umbrella
         Options of :func:`~bayes_attn.inference.run_umbrella` (``num_warmup``, ``num_samples``,
-        ``num_chains``, ``centres``, ``kappa``, ``refine``, ...).
+        ``num_chains``, ``centres``, ``kappa``, ``refine``, ...); ``batch`` and ``metric`` default
+        to :data:`LEVEL_SETTINGS` of the level.
 
     Returns
     -------
@@ -116,6 +117,7 @@ def run_landscape(
     st = phase_starts(task, hyper, P, level)
     say("landscape: %s level at P = %g, windows from both phases' modes", level, P,
         enabled=progress)  # fmt: skip
+    umbrella = {**LEVEL_SETTINGS[level], **umbrella}
     idata = run_umbrella(model, "aG", model_args=args, model_kwargs=kwargs,
                          starts=[st["weak"], st["strong"]], seed=seed, progress=progress,
                          **umbrella)  # fmt: skip
@@ -131,65 +133,3 @@ def write_landscape(idata, path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     az.to_netcdf(idata, tmp)
     os.replace(tmp, path)
-
-
-def landscape_report(idata, *, grid=None, divide=None, divides=None) -> xr.Dataset:
-    """F(aG) by MBAR (:func:`free_energy_profile`) with the exact Level-2 profile ``F_level2`` on
-    the same grid (bin averages, at the run's P and preset, the log-determinant in as Level 1 has
-    it), and the windows' ``r_hat``, ``ess_bulk`` and ``acceptance``."""
-    prof = free_energy_profile(idata, grid, divide=divide, divides=divides)
-    a = prof.attrs
-    const = az.dataset(idata, "constant_data")
-    for name in ("r_hat", "ess_bulk", "acceptance"):
-        prof[name] = ("window", const[name].values)
-    if a.get("cv") == "aG" and "L" in a:
-        from bayes_attn.task import CopyTask, Hyper
-
-        task = CopyTask(L=int(a["L"]), V=int(a["V"]))
-        hyper = Hyper(chi=float(a["chi"]), g_w=float(a["g_w"]), g_o=float(a["g_o"]),
-                      sigma2=float(a["sigma2"]))  # fmt: skip
-        logdet = bool(a.get("include_logdet", 1)) if a.get("level") == "reduced" else True
-        try:
-            prof["F_level2"] = ("q", _bin_profile(task, hyper, float(a["P"]), prof, logdet))
-        except ValueError as err:  # no two phases at this preset: no Level-2 line
-            say("landscape: no Level-2 profile (%s)", err)
-    return prof
-
-
-def _bin_profile(task, hyper, P, prof, include_logdet) -> np.ndarray:
-    """-log of the Level-2 mass of each bin over its width (41-point trapezoid per bin)."""
-    lo, hi = prof.edge_lo.values, prof.edge_hi.values
-    t = np.linspace(0.0, 1.0, 41)
-    x = lo[:, None] + (hi - lo)[:, None] * t[None]
-    F = reduced_profile(task, hyper, P, "softmax", x, include_logdet)
-    top = np.min(F, axis=1, keepdims=True)
-    mass = np.trapezoid(np.exp(-(F - top)), x, axis=1)
-    return top[:, 0] - np.log(mass / (hi - lo))
-
-
-def landscape_text(prof) -> str:
-    """A few lines: the minima, the barrier, Delta F at the divide, the overlap, the windows."""
-    a = prof.attrs
-    lines = [f"free-energy profile of {a.get('cv', 'q')} by umbrella sampling + MBAR "
-             f"({prof.sizes['window']} windows)"]  # fmt: skip
-    mins = ", ".join(f"{q:.3f} (F {F:.2f})" for q, F in
-                     zip(prof.q_minimum.values, prof.F_minimum.values, strict=True))  # fmt: skip
-    lines.append(f"minima: {mins or 'none'}")
-    if math.isfinite(float(prof.q_barrier)):
-        lines.append(f"barrier at {float(prof.q_barrier):.3f}: {float(prof.barrier_below):.2f} "
-                     f"above the lower-q minimum, {float(prof.barrier_above):.2f} above the "
-                     "higher-q one")  # fmt: skip
-    if math.isfinite(float(prof.delta_F)):
-        lines.append(f"Delta F (above - below {float(prof.divide):.3f}) = "
-                     f"{float(prof.delta_F):.3f} ± {float(prof.delta_F_se):.3f}; masses "
-                     f"{float(prof.mass_below):.4g}, {float(prof.mass_above):.4g}")  # fmt: skip
-    ov = float(prof.min_overlap_next)
-    lines.append(f"smallest neighbour overlap {ov:.3f}"
-                 + (" (below 0.03: not to be trusted)" if ov < 0.03 else ""))  # fmt: skip
-    if "r_hat" in prof:
-        r = prof.r_hat.values
-        lines.append(f"per-window R-hat max {np.nanmax(r):.3f}, ESS min {np.nanmin(prof.ess_bulk):.0f},"
-                     f" acceptance {np.nanmin(prof.acceptance):.2f}-{np.nanmax(prof.acceptance):.2f}")  # fmt: skip
-    if "F_level2" in prof:
-        lines.append("Level 2 beside it: F_level2 on the same bins")
-    return "\n".join(lines)

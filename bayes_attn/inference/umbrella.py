@@ -10,18 +10,24 @@ by a harmonic bias,
 
 so that each window holds ``q`` near its centre ``q_k``; neighbouring windows overlap, and MBAR
 (:func:`bayes_attn.analysis.free_energy_profile`) removes the biases and joins the windows into
-one ``F(q)``. The windows are independent: they run as one vectorised program (``jax.vmap``),
-split over the local devices where there are several (:mod:`bayes_attn.inference.sharding`).
+one ``F(q)``. The windows are independent: they run as one program, ``batch`` chains vectorised
+at a time (``jax.vmap``; all at once by default, one by one for Level 1 on a CPU, whose gradient
+does not vectorise), split over the local devices where there are several
+(:mod:`bayes_attn.inference.sharding`).
 
 Each window
 
 1. starts on the path through the modes (``find_mode`` from each of ``starts``, sorted by q,
    joined by straight lines in the flat unconstrained space, and continued past the outer modes
    along the Laplace conditional mean of x given q), relaxed to the minimum of the biased
-   potential ``U(x) + kappa_k / 2 (q(x) - q_k)^2`` (L-BFGS, ``optax.lbfgs``);
+   potential ``U(x) + kappa_k / 2 (q(x) - q_k)^2`` (L-BFGS, ``optax.lbfgs``); where the minima
+   of neighbouring windows jump apart by more than twice their spacing, the barrier is curved
+   nearly as sharply as the bias and the windows would slide into a basin, so kappa there is
+   raised fourfold (at most twice) and the starts relaxed again;
 2. takes as its dense NUTS metric the inverse of that biased potential's Hessian there
    (:func:`bayes_attn.inference.potential.hessian`; eigenvalues by magnitude, floored), so that in
-   the metric's coordinates the window's posterior is near-isotropic;
+   the metric's coordinates the window's posterior is near-isotropic (``metric="mode"``: the
+   nearest mode's Hessian plus ``kappa grad q grad q'``, two Hessians in all);
 3. runs ``num_chains`` BlackJAX NUTS chains: ``num_warmup`` steps of dual averaging of the step,
    then ``num_samples`` draws, recording every scalar site.
 
@@ -62,7 +68,9 @@ __all__ = ["UmbrellaPlan", "overlap", "plan_windows", "run_umbrella"]
 #: gradients per NUTS transition in the cost estimate (low, high): trees of depth 2 to 8
 GRADIENTS_PER_DRAW = (3, 255)
 #: L-BFGS steps that relax each window's start to the minimum of its biased potential
-RELAX_STEPS = 100
+RELAX_STEPS = 60
+#: the windows' metrics (run_umbrella's ``metric``)
+METRICS = ("window", "mode")
 
 
 class UmbrellaPlan(NamedTuple):
@@ -76,6 +84,8 @@ class UmbrellaPlan(NamedTuple):
         Each window's start in the flat unconstrained space (before relaxation).
     mode_q, mode_sd : numpy.ndarray (modes,)
         q at each mode and its Laplace standard deviation there, sorted by q.
+    mode_hessian : numpy.ndarray (modes, dim, dim)
+        The potential's Hessian at each mode (eigenvalues by magnitude, floored).
     """
 
     centres: np.ndarray
@@ -83,6 +93,7 @@ class UmbrellaPlan(NamedTuple):
     starts: np.ndarray
     mode_q: np.ndarray
     mode_sd: np.ndarray
+    mode_hessian: np.ndarray
 
 
 # --------------------------------------------------------------------------------------------------
@@ -111,7 +122,7 @@ def _modes(model, pot, q, starts):
         found.append(np.asarray(m.x))
     qs = np.array([float(q(jnp.asarray(x))) for x in found])
     order = np.argsort(qs)
-    xs, qs, sds, dirs = [], [], [], []
+    xs, qs, sds, dirs, hs = [], [], [], [], []
     for i in order:
         x = found[i]
         if qs and abs(float(q(jnp.asarray(x))) - qs[-1]) < 1e-6 * (1 + abs(qs[-1])):
@@ -128,7 +139,8 @@ def _modes(model, pot, q, starts):
         qs.append(float(q(jnp.asarray(x))))
         sds.append(math.sqrt(var))
         dirs.append(v / var)  # E[x | q] = x* + (q - q*) Sigma g / (g' Sigma g)
-    return np.array(xs), np.array(qs), np.array(sds), np.array(dirs)
+        hs.append((Q * lam) @ Q.T)
+    return np.array(xs), np.array(qs), np.array(sds), np.array(dirs), np.array(hs)
 
 
 def _path_point(q, xs, qs, dirs, centre) -> np.ndarray:
@@ -181,7 +193,7 @@ def plan_windows(
     q = pot.scalar_site(cv)
     if starts is None:
         starts = _default_starts(pot, jax.random.key(0) if key is None else key)
-    xs, qs, sds, dirs = _modes(model, pot, q, list(starts))
+    xs, qs, sds, dirs, hs = _modes(model, pot, q, list(starts))
     if centres is None:
         lo, hi = qs[0] - past * sds[0], qs[-1] + past * sds[-1]
         n = int(np.clip(math.ceil((hi - lo) / sds.min()) + 1, 8, max_windows))
@@ -195,7 +207,7 @@ def plan_windows(
     if not np.all(kappa > 0):
         raise ValueError(f"kappa must be > 0, got {kappa.min()}")
     path = np.stack([_path_point(q, xs, qs, dirs, c) for c in centres])
-    return UmbrellaPlan(centres, kappa, path, qs, sds)
+    return UmbrellaPlan(centres, kappa, path, qs, sds, hs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -209,7 +221,7 @@ def _biased(U, q):
     return biased_U
 
 
-def _relax(biased_U, x0, centres, kappas, steps: int):
+def _relax(biased_U, x0, centres, kappas, steps: int, batch: int = 0):
     """Each start moved to the minimum of its window's biased potential (L-BFGS, vmapped)."""
     import optax
 
@@ -228,17 +240,29 @@ def _relax(biased_U, x0, centres, kappas, steps: int):
         ok = jnp.isfinite(f(x)) & (f(x) <= f(x0)) & jnp.all(jnp.isfinite(x))
         return jnp.where(ok, x, x0)
 
-    return jax.jit(jax.vmap(one))(x0, centres, kappas)
+    return jax.jit(lambda a: _batched(lambda b: one(*b), a, batch))((x0, centres, kappas))
 
 
-def _metric(biased_U, x, centre, kappa) -> np.ndarray:
+def _metric(biased_U, x, centre, kappa, chunk) -> np.ndarray:
     """The inverse of the biased potential's Hessian at ``x``, eigenvalues by magnitude, floored."""
-    H = potential.hessian(biased_U, x, (jnp.float64(centre), jnp.float64(kappa)))
+    H = potential.hessian(biased_U, x, (jnp.float64(centre), jnp.float64(kappa)), chunk=chunk)
     if not np.all(np.isfinite(H)):
         raise ValueError("the Hessian of the biased potential is not finite at a window's start")
     lam, Q = np.linalg.eigh(H)
     lam = np.maximum(np.abs(lam), 1e-6 * max(float(np.abs(lam).max()), 1e-300))
     return (Q / lam) @ Q.T
+
+
+def _mode_metrics(q, x0, kappas, plan) -> np.ndarray:
+    """Per window: the inverse of the nearest mode's Hessian plus the bias's ``kappa g g'``, with
+    ``g`` the gradient of q at the window's start (two Hessians in all, not one per window)."""
+    qs = np.asarray(jax.vmap(q)(x0))
+    grads = np.asarray(jax.vmap(jax.grad(q))(x0), dtype=np.float64)
+    out = []
+    for k in range(len(qs)):
+        H = plan.mode_hessian[int(np.argmin(np.abs(plan.mode_q - qs[k])))]
+        out.append(np.linalg.inv(H + kappas[k] * np.outer(grads[k], grads[k])))
+    return np.stack([0.5 * (m + m.T) for m in out])
 
 
 def _observer(pot, names):
@@ -270,20 +294,64 @@ class _Chains(NamedTuple):
     diverging: np.ndarray
     step_size: np.ndarray  # (windows, chains)
     last: np.ndarray  # (windows, chains, dim)
+    kappa: np.ndarray  # (windows,): as run (raised where the bias did not hold)
 
 
-def _run_windows(pot, q, names, centres, kappas, starts, key, *, num_chains, num_warmup,
-                 num_samples, target_accept, mesh, progress) -> _Chains:  # fmt: skip
+def _pad(a, n: int):
+    """``a``'s leading axis padded to ``n`` by repeating its last entry."""
+    extra = n - a.shape[0]
+    return jnp.concatenate([a, jnp.repeat(a[-1:], extra, 0)]) if extra else a
+
+
+def _batched(fn, args, batch: int):
+    """``fn`` over the leading axis of ``args``: ``batch`` entries vmapped at a time, the batches
+    one after another (``lax.map``); ``batch = 0`` vmaps them all. (On the CPU a vmapped Level-1
+    gradient costs ~14 serial ones: its table gathers do not batch well.)"""
+    n = jax.tree.leaves(args)[0].shape[0]
+    batch = n if batch <= 0 else min(batch, n)
+    nb = -(-n // batch)
+    blocks = jax.tree.map(lambda a: _pad(a, nb * batch).reshape(nb, batch, *a.shape[1:]), args)
+    out = jax.lax.map(jax.vmap(fn), blocks)
+    return jax.tree.map(lambda a: a.reshape(nb * batch, *a.shape[2:])[:n], out)
+
+
+def _hold(biased_U, q, starts, centres, kappas, batch, tries: int = 3):
+    """Relaxed starts, and kappa raised (x4, up to ``tries - 1`` times) where the bias does not
+    hold the windows apart: the relaxed q of neighbouring windows (``centres`` sorted) jump by more
+    than twice their spacing. A window's relaxed q moves with its centre at the rate
+    ``kappa / (kappa + F'')``, so a jump means ``kappa + F'' < kappa / 2``: the barrier is curved
+    nearly as sharply as the bias and windows there slide into a basin. (A shift of every window
+    down a slope, ``F' / kappa``, is harmless and left alone.)"""
+    qv = jax.jit(jax.vmap(q))
+    for _ in range(tries):
+        x0 = _relax(biased_U, jnp.asarray(starts), jnp.asarray(centres), jnp.asarray(kappas),
+                    RELAX_STEPS, batch)  # fmt: skip
+        qr = np.asarray(qv(x0))
+        jump = np.abs(np.diff(qr)) > 2.0 * np.diff(centres)
+        off = np.append(jump, False) | np.insert(jump, 0, False)
+        if not off.any():
+            break
+        kappas = np.where(off, 4.0 * kappas, kappas)
+    return x0, kappas
+
+
+def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chains, num_warmup,
+                 num_samples, target_accept, mesh, progress, batch, metric, plan) -> _Chains:  # fmt: skip
     """Relax, take the metric, and run every window's chains in one vectorised program."""
     import blackjax
     from blackjax.adaptation.step_size import dual_averaging_adaptation
 
     biased_U = _biased(pot.U, q)
     W = len(centres)
-    x0 = _relax(biased_U, jnp.asarray(starts), jnp.asarray(centres), jnp.asarray(kappas),
-                RELAX_STEPS)  # fmt: skip
+    kappas = np.array(kappas, dtype=np.float64)
+    x0, kappas = _hold(biased_U, q, starts, centres, kappas, batch, tries=3 if hold else 1)
     say("umbrella: %d window starts relaxed; the metric of each", W, enabled=progress)
-    inv_mass = np.stack([_metric(biased_U, x0[k], centres[k], kappas[k]) for k in range(W)])
+    if metric == "window":
+        chunk = batch if batch > 0 else 30
+        inv_mass = np.stack([_metric(biased_U, x0[k], centres[k], kappas[k], chunk)
+                             for k in range(W)])  # fmt: skip
+    else:
+        inv_mass = _mode_metrics(q, x0, kappas, plan)
     observe = _observer(pot, names)
     kernel = blackjax.nuts.build_kernel()
 
@@ -315,20 +383,18 @@ def _run_windows(pot, q, names, centres, kappas, starts, key, *, num_chains, num
     args = (keys, rep(x0), rep(centres), rep(kappas), rep(inv_mass))
     mesh = member_mesh() if mesh is None else mesh
     n_dev = mesh.size
-    block = -(-W * num_chains // n_dev)
+    per_dev = -(-W * num_chains // n_dev)
 
-    def by_device(tree):  # (devices, block, ...): sharded_map hands each device its block
-        def pad(a):
-            extra = n_dev * block - a.shape[0]
-            a = jnp.concatenate([a, jnp.repeat(a[-1:], extra, 0)]) if extra else a
-            return a.reshape(n_dev, block, *a.shape[1:])
-
-        return jax.tree.map(pad, tree)
+    def by_device(tree):  # (devices, per device, ...): sharded_map hands each device its share
+        return jax.tree.map(
+            lambda a: _pad(a, n_dev * per_dev).reshape(n_dev, per_dev, *a.shape[1:]), tree
+        )
 
     t = time.perf_counter()
-    out = jax.jit(lambda a: sharded_map(jax.vmap(chain), a, mesh=mesh))(by_device(args))
+    run = jax.jit(lambda a: sharded_map(lambda share: _batched(chain, share, batch), a, mesh=mesh))
+    out = run(by_device(args))
     out = jax.tree.map(
-        lambda a: np.asarray(a).reshape(n_dev * block, *a.shape[2:])[: W * num_chains], out
+        lambda a: np.asarray(a).reshape(n_dev * per_dev, *a.shape[2:])[: W * num_chains], out
     )
     (obs, acc, steps, div), step, last = out
     say("umbrella: %d windows x %d chains sampled in %.0f s", W, num_chains,
@@ -338,7 +404,7 @@ def _run_windows(pot, q, names, centres, kappas, starts, key, *, num_chains, num
         return np.asarray(a).reshape(W, num_chains, *np.shape(a)[1:])
 
     return _Chains({n: shape(v) for n, v in obs.items()}, shape(acc), shape(steps), shape(div),
-                   shape(step), shape(last))  # fmt: skip
+                   shape(step), shape(last), kappas)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------
@@ -451,6 +517,8 @@ def run_umbrella(
     min_overlap: float = 0.1,
     past: float = 4.0,
     max_windows: int = 48,
+    batch: int = 0,
+    metric: str = "window",
     mesh=None,
     progress: bool = False,
 ):
@@ -482,6 +550,16 @@ def run_umbrella(
         (the common area of their histograms of q, :func:`overlap`).
     past, max_windows
         The default placement's reach past the outer modes (Laplace sds) and its most windows.
+    batch : int
+        Chains vectorised together (``jax.vmap``); the batches run one after another. 0 (the
+        default) vectorises every window's chains at once, best for a cheap density; 1 runs them
+        one by one, best on a CPU for Level 1, whose gradient does not vectorise well. Also the
+        Hessian-vector products per batch of each window's metric (30 for 0).
+    metric : {"window", "mode"}
+        Each window's dense NUTS metric: the inverse Hessian of its biased potential at its
+        start (``"window"``: a Hessian per window), or the nearest mode's Hessian plus the bias
+        term ``kappa g g'`` (``"mode"``: two Hessians in all; for a costly density in many
+        dimensions, such as Level 1's 900).
     mesh : jax.sharding.Mesh, optional
         The devices the windows are split over (default: the local devices).
     progress : bool
@@ -501,6 +579,9 @@ def run_umbrella(
     num_samples = check_int("num_samples", num_samples, 4)
     num_chains = check_int("num_chains", num_chains, 1)
     refine = check_int("refine", refine, 0)
+    batch = check_int("batch", batch, 0)
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     if not 0.0 < target_accept < 1.0:
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
     if not 0.0 <= min_overlap < 1.0:
@@ -519,7 +600,8 @@ def run_umbrella(
         seconds = seconds_per_call(jax.jit(jax.grad(pot.U)), jnp.asarray(plan.starts[0]))
         lo, hi = GRADIENTS_PER_DRAW
         draws = W * num_chains * (num_warmup + num_samples)
-        extra = W * (4 * pot.dim + 3 * RELAX_STEPS)
+        hessians = W if metric == "window" else len(plan.mode_q)
+        extra = 4 * pot.dim * hessians + 3 * 3 * W * RELAX_STEPS
         announce(
             f"run_umbrella: {W} windows in {cv} ({plan.centres[0]:.4g} to {plan.centres[-1]:.4g},"
             f" kappa {plan.kappa[0]:.3g}) x {num_chains} chains x ({num_warmup} warm-up + "
@@ -529,10 +611,12 @@ def run_umbrella(
             seconds,
         )
     opts = dict(num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples,
-                target_accept=target_accept, mesh=mesh, progress=progress)  # fmt: skip
+                target_accept=target_accept, mesh=mesh, progress=progress, batch=batch,
+                metric=metric, plan=plan)  # fmt: skip
     centres_, kappas = plan.centres, plan.kappa
     keys = jax.random.split(k_run, refine + 1)
-    chains = _run_windows(pot, q, names, centres_, kappas, plan.starts, keys[0], **opts)
+    chains = _run_windows(pot, q, names, centres_, kappas, True, plan.starts, keys[0], **opts)
+    kappas = chains.kappa
     rounds = 0
     for r in range(refine):
         new_c, new_k, new_x = _refine(centres_, kappas, chains.draws[cv], chains.last, min_overlap)
@@ -541,11 +625,11 @@ def run_umbrella(
         rounds += 1
         say("umbrella: refinement %d adds %d window(s) at q = %s", r + 1, new_c.size,
             np.array2string(new_c, precision=4), enabled=progress)  # fmt: skip
-        more = _run_windows(pot, q, names, new_c, new_k, new_x, keys[r + 1], **opts)
+        more = _run_windows(pot, q, names, new_c, new_k, False, new_x, keys[r + 1], **opts)
         order = np.argsort(np.concatenate([centres_, new_c]), kind="stable")
         centres_ = np.concatenate([centres_, new_c])[order]
-        kappas = np.concatenate([kappas, new_k])[order]
         chains = _merge(chains, more, order)
+        kappas = chains.kappa
     settings = {
         "cv": cv,
         "windows": len(centres_),
@@ -553,10 +637,19 @@ def run_umbrella(
         "refine": refine,
         "refinement_rounds": rounds,
         "min_overlap": min_overlap,
-        "metric": "laplace_at_window_start",
+        "metric": metric,
+        "batch": batch,
         "mode_q": plan.mode_q,
         "mode_sd": plan.mode_sd,
         **key_attrs,
     }
     record = RunRecord("umbrella", seed, num_chains, num_warmup, num_samples, settings=settings)
-    return _to_idata(chains, centres_, kappas, cv, record, model, model_args, model_kwargs)
+    idata = _to_idata(chains, centres_, kappas, cv, record, model, model_args, model_kwargs)
+    if progress:
+        const = az.dataset(idata, "constant_data")
+        for k in range(len(centres_)):
+            say("umbrella: window %d, centre %.4g, kappa %.3g: mean %s %.4g, acceptance %.2f, "
+                "R-hat %.3f, ESS %.0f", k, centres_[k], kappas[k], cv,
+                chains.draws[cv][k].mean(), float(const.acceptance[k]), float(const.r_hat[k]),
+                float(const.ess_bulk[k]))  # fmt: skip
+    return idata

@@ -31,7 +31,10 @@ from bayes_attn.experiments.landscape import (
     write_landscape,
 )
 
-UMBRELLA = {"num_warmup": 150, "num_samples": 400, "num_chains": 2, "refine": 1}
+#: one chain per window (split R-hat), Level 1's gradient run one at a time (batch 1: it does not
+#: vectorise on a CPU), the metric from the two modes' Hessians
+UMBRELLA = {"num_warmup": 100, "num_samples": 250, "num_chains": 1, "refine": 1, "batch": 1,
+            "metric": "mode", "max_windows": 32}  # fmt: skip
 
 
 def measure(task, hyper, tokens, out, command, *, gram_width=None, **opts):
