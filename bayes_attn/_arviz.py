@@ -14,7 +14,7 @@ them (or uses what both objects share: ``result.posterior[name]``, ``result[grou
 * :func:`from_numpyro`, :func:`from_dict`, :func:`dict_to_dataset`: build a result;
 * :func:`groups`, :func:`dataset`, :func:`set_group`, :func:`drop_group`: read and edit groups;
 * :func:`to_netcdf`, :func:`from_netcdf`: the NetCDF round trip (h5netcdf);
-* :func:`summary`, :func:`ess`, :func:`mcse`: the statistics the diagnostics use;
+* :func:`summary`, :func:`ess`, :func:`rhat`, :func:`mcse`: the statistics the diagnostics use;
 * :func:`plot_posterior`, :func:`plot_trace`: ``az.plot_posterior`` / ``az.plot_trace`` under 0.23,
   ``az.plot_dist`` / ``az.plot_trace_dist`` (matplotlib backend) under 1.x; both return the figure.
 
@@ -144,7 +144,7 @@ def summary(result, *, var_names=None, kind: str = "all", round_to="none"):
 
 
 def _array_stat(name: str, draws, method: str) -> float:
-    """ArviZ's ``name`` ("ess" or "mcse") of an array (chain, draw), or (draw,) for one chain."""
+    """ArviZ's ``name`` ("ess", "rhat" or "mcse") of an array (chain, draw), or (draw,) for one chain."""
     draws = np.atleast_2d(np.asarray(draws, dtype=float))
     if major() >= 1:
         from arviz_stats.base import array_stats

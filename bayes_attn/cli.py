@@ -816,6 +816,55 @@ def figures(ctx, out, quick, only, configs):
 
 
 @cli.command()
+@_preset_options
+@click.option(
+    "--level",
+    type=click.Choice(("reduced", "kernel")),
+    default="kernel",
+    help="order parameters (Level 2) or kernel limit (Level 1; with --gram-width, a network)",
+)
+@click.option("--activation", type=click.Choice(("softmax",)), default="softmax",
+              help="attention activation (the profile is of softmax's aG)")  # fmt: skip
+@click.option("--P", "P", type=float, default=272.0, help="training sequences")
+@click.option("--gram-width", type=click.IntRange(min=1), default=None, show_default="g = I",
+              help="kernel: the Gram of one prior draw of embeddings of this width")  # fmt: skip
+@click.option("--warmup", type=click.IntRange(min=0), default=100, help="warm-up steps per window")
+@click.option("--samples", type=click.IntRange(min=4), default=250, help="draws per window")
+@click.option("--chains", type=click.IntRange(min=1), default=1, help="chains per window")
+@click.option("--windows", type=click.IntRange(min=8), default=32, help="most default windows")
+@click.option("--refine", type=click.IntRange(min=0), default=1, help="refinement rounds")
+@click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
+@_out_option("landscape.nc", help="InferenceData NetCDF file (its folder must exist)")
+@_verbosity_options
+@click.pass_context
+def landscape(ctx, preset, level, activation, P, gram_width, warmup, samples, chains, windows,
+              refine, seed, out):  # fmt: skip
+    """Free-energy profile F(aG) by umbrella sampling + MBAR, beside Level 2; write NetCDF."""
+    from bayes_attn._validation import check_positive
+
+    P = check_positive("P", P)
+    if gram_width is not None and level != "kernel":
+        raise click.BadParameter("only with --level kernel", param_hint="--gram-width")
+    from bayes_attn.experiments.landscape import (
+        landscape_report,
+        landscape_text,
+        run_landscape,
+        write_landscape,
+    )
+
+    t0 = time.perf_counter()
+    log.info("umbrella sampling of aG at the %s level, P=%g", level, P)
+    idata = run_landscape(
+        *preset, P, level, activation, gram_width=gram_width, seed=seed,
+        progress=ctx.obj["progress"], num_warmup=warmup, num_samples=samples,
+        num_chains=chains, max_windows=windows, refine=refine,
+    )  # fmt: skip
+    write_landscape(idata, out)
+    log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
+    click.echo(landscape_text(landscape_report(idata)))
+
+
+@cli.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--plots",

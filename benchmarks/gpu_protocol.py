@@ -11,7 +11,11 @@ included, for two stages:
    ``--no-exact``.
 
 Both use the paper's 14 values of P and 10 members (``--quick``: the quick variant) and print the
-time per stage.
+time per stage. A third stage, unless ``--no-profile``, times the free-energy profile of the
+Level-1 posterior at Table 1, P = 272 (dataset 0 of ``docs/scripts/level1_transition.py``): umbrella
+sampling along aG with every window's chains vectorised on the device and a Hessian per window
+(:func:`bayes_attn.experiments.landscape.run_landscape` with ``batch=0, metric="window"``), then
+MBAR; it prints the wall time, Delta F at the level's divide and its standard error.
 
 Scaling out: ``train_adam`` and the protocol's SGLD stage split the members over all local devices
 (``bayes_attn.inference.sharding``), so a host with several GPUs runs them in parallel. Before
@@ -22,7 +26,7 @@ device reports). At d = 10^4 one member holds ~0.4 GB of W_G in float32 (0.8 GB 
 six for Adam's moments and the chunk's inputs and outputs.
 
 Run on a machine with a GPU (JAX with CUDA):
-``python benchmarks/gpu_protocol.py [--d 10000] [--quick] [--no-exact] [--out out/protocol_gpu.nc]``.
+``python benchmarks/gpu_protocol.py [--d 10000] [--quick] [--no-exact] [--no-profile] [--out out/protocol_gpu.nc]``.
 It falls back to the CPU with a warning, where the explicit d = 10,000 would take days; use
 ``--d 256`` (or ``--quick --d 32``, a smoke run of both stages) there.
 """
@@ -66,6 +70,29 @@ def memory_report(d_model: int, limit=None) -> None:
     print(f"memory: the members run in {groups} group(s) of up to {group}")
 
 
+def profile_run(quick: bool) -> None:
+    """The Level-1 free-energy profile at Table 1, P = 272, dataset 0, timed."""
+    import time
+
+    import bayes_attn as ba
+    from bayes_attn.experiments.coexistence import level_modes
+    from bayes_attn.experiments.landscape import landscape_report, run_landscape
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    tokens = task.sample(jax.random.key(0), 320)[:272]
+    _, cut = level_modes(task, hyper, tokens, "kernel")
+    t0 = time.perf_counter()
+    idata = run_landscape(task, hyper, 272, "kernel", tokens=tokens, batch=0, metric="window",
+                          num_chains=2, num_warmup=100, num_samples=100 if quick else 500,
+                          progress=True)  # fmt: skip
+    seconds = time.perf_counter() - t0
+    prof = landscape_report(idata, divide=cut)
+    print(
+        f"profile, Level 1, P = 272: {prof.sizes['window']} windows in {seconds:.0f} s; "
+        f"Delta F = {float(prof.delta_F):.2f} ± {float(prof.delta_F_se):.2f} at aG = {cut:.3f}"
+    )
+
+
 if __name__ == "__main__":
     backend = jax.default_backend()
     print(f"JAX backend: {backend}, devices: {jax.local_devices()}")
@@ -80,7 +107,8 @@ if __name__ == "__main__":
         argv = ["--d", "10000", *argv]
     memory_report(int(argv[argv.index("--d") + 1]))
     exact = "--no-exact" not in argv
-    argv = [a for a in argv if a != "--no-exact"]
+    profile = "--no-profile" not in argv
+    argv = [a for a in argv if a not in ("--no-exact", "--no-profile")]
     # Level 1 does not depend on d; skip it here (the CPU run has it)
     protocol_main([*argv, "--no-level1"])
     if exact:
@@ -101,3 +129,5 @@ if __name__ == "__main__":
             from bayes_attn.io import write_atomic
 
             write_atomic(ds, out.removesuffix(".nc") + "_exact_d10000.nc")
+    if profile:
+        profile_run("--quick" in argv)

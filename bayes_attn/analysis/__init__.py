@@ -1,8 +1,10 @@
-"""Statistics of results: convergence diagnostics, phase occupancy, and ensemble summaries."""
+"""Statistics of results: convergence diagnostics, phase occupancy, ensemble summaries, and the
+free-energy profile of umbrella windows."""
 
 from bayes_attn import _deprecation
 from bayes_attn.analysis.diagnostics import Diagnosis, diagnose, fold_posterior
 from bayes_attn.analysis.ensembles import classify_minima, ensemble_summary, final_state
+from bayes_attn.analysis.free_energy import free_energy_profile
 from bayes_attn.analysis.llc import LLCEstimate, calibration_verdict, llc_estimate
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 
@@ -16,6 +18,7 @@ __all__ = [
     "diagnose",
     "ensemble_summary",
     "final_state",
+    "free_energy_profile",
     "fold_posterior",
     "phase_occupancy",
 ]

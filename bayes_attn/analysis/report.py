@@ -1,6 +1,6 @@
 """What the command line reports, as data and text: the theory's saddles and boundaries
-(``bayes-attn theory``), and what a result file holds (``bayes-attn diagnose``: a posterior, a sweep
-or an Adam ensemble, and its table). The plots of a file are
+(``bayes-attn theory``), and what a result file holds (``bayes-attn diagnose``: a posterior, a sweep,
+an Adam ensemble or an umbrella-sampling landscape, and its table). The plots of a file are
 :func:`bayes_attn.plotting.report.plot_report`'s.
 """
 
@@ -17,7 +17,7 @@ from bayes_attn.analysis.ensembles import ensemble_summary
 from bayes_attn.inference.record import header
 from bayes_attn.models.levels import BOUNDARY_ACTIVATION, ORDER_PARAMETERS, order_parameters
 
-KINDS = ("posterior", "sweep", "adam", "llc")
+KINDS = ("posterior", "sweep", "adam", "llc", "landscape")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -131,6 +131,11 @@ def read_report(path, var_names=(), fold: bool = False) -> FileReport:
     if "posterior" in az.groups(idata) and idata.posterior.attrs.get("sampler") == "llc":
         return _llc_report(idata)
     if "posterior" in az.groups(idata):
+        if az.dataset(idata, "posterior").attrs.get("sampler") == "umbrella":
+            from bayes_attn.analysis.free_energy import landscape_report, landscape_text
+
+            prof = landscape_report(idata)
+            return FileReport("landscape", f"{header(prof.attrs)}\n{landscape_text(prof)}", prof)
         return _posterior_report(idata, path, list(var_names), fold)
     with xr.open_dataset(path, engine="h5netcdf") as f:
         ds = f.load()

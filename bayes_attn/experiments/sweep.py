@@ -7,7 +7,9 @@ A sweep runs one kind of computation at every point of a grid:
   ``kernel`` or ``network``);
 - ``adam``: an Adam-trained ensemble (final observables per member);
 - ``protocol``: the paper's experiment, Adam then SGLD warm-started from Adam, with the theory
-  (:mod:`bayes_attn.experiments.protocol`).
+  (:mod:`bayes_attn.experiments.protocol`);
+- ``landscape``: the free-energy profile of softmax's aG by umbrella sampling and MBAR
+  (:mod:`bayes_attn.experiments.landscape`): its minima, barrier and Delta F per point.
 
 Every finished point is written at once: the whole Dataset goes to a temporary file beside the
 target, which then replaces it (``os.replace``, atomic on POSIX). A sweep killed at any moment
@@ -65,7 +67,7 @@ from bayes_attn.task import CopyTask, Hyper
 
 log = logging.getLogger(__name__)
 
-KINDS = ("theory", "nuts", "sgld", "adam", "protocol", "llc")
+KINDS = ("theory", "nuts", "sgld", "adam", "protocol", "llc", "landscape")
 GRID = ("activation", "L", "V", "P", "seed")
 __getattr__ = moved(__name__, {"ORDER": "bayes_attn.models.levels:ORDER_PARAMETERS"})
 
@@ -127,6 +129,16 @@ DEFAULTS = {
         batch_size=None,
         exact=False,
     ),
+    "landscape": dict(
+        level="kernel",
+        num_warmup=100,
+        num_samples=250,
+        num_chains=1,
+        refine=1,
+        max_windows=32,
+        gram_width=0,  # 0: g = I
+        include_logdet=True,
+    ),
 }
 
 DESCRIPTIONS = {
@@ -167,6 +179,16 @@ DESCRIPTIONS = {
     "nbeta": ("1", "the inverse temperature nβ times n"),
     "exact_llc": ("1", "the exact LLC of the frozen-embedding network (W_O integrated out, NUTS)"),
     "exact_mcse": ("1", "Monte Carlo standard error of exact_llc"),
+    "delta_F": ("nats", "F_strong - F_weak across the divide (umbrella sampling + MBAR)"),
+    "delta_F_se": ("nats", "standard error of delta_F (MBAR, draws subsampled)"),
+    "divide": ("1", "aG of the divide: the highest point of F(aG) between its outer minima"),
+    "aG_weak": ("1", "aG at the lowest-aG minimum of F(aG)"),
+    "aG_strong": ("1", "aG at the highest-aG minimum of F(aG) (nan with one minimum)"),
+    "n_profile_minima": ("1", "number of minima of F(aG) (profile_minima, 1 nat deep)"),
+    "barrier_weak": ("nats", "F at the barrier above the weak minimum"),
+    "barrier_strong": ("nats", "F at the barrier above the strong minimum"),
+    "min_overlap": ("1", "smallest MBAR overlap of neighbouring windows"),
+    "max_r_hat": ("1", "largest per-window R-hat of aG"),
 }
 
 
@@ -199,7 +221,7 @@ class SweepConfig:
 
     Attributes
     ----------
-    kind : {"theory", "nuts", "sgld", "adam", "protocol"}
+    kind : {"theory", "nuts", "sgld", "adam", "protocol", "landscape"}
     P, L, V, activation, seed : tuples
         The grid axes; every combination is one point.
     hyper : dict
@@ -224,7 +246,7 @@ class SweepConfig:
         pos_int = {"P": 1, "L": 2, "V": 2, "seed": 0}
         setattr_ = object.__setattr__
         for name, low in pos_int.items():
-            if name == "P" and self.kind in ("theory", "nuts", "sgld"):  # llc: P sequences, ints
+            if name == "P" and self.kind in ("theory", "nuts", "sgld", "landscape"):
                 check = lambda v: float(check_positive("P", v))  # noqa: E731
             else:
                 check = lambda v, n=name, lo=low: check_int(n, v, lo)  # noqa: E731
@@ -490,6 +512,31 @@ def _protocol_point(cfg, pt, task, hyper):
     return out
 
 
+def _landscape_point(cfg, pt, task, hyper):
+    from bayes_attn.experiments.landscape import landscape_report, run_landscape
+
+    if pt["activation"] != "softmax":
+        raise ValueError("activation: a landscape sweep is of softmax's aG; list only softmax")
+    o = dict(cfg.options)
+    level, width, logdet = o.pop("level"), o.pop("gram_width"), o.pop("include_logdet")
+    idata = run_landscape(task, hyper, pt["P"], level, gram_width=width or None,
+                          include_logdet=logdet, seed=pt["seed"], progress=False, **o)  # fmt: skip
+    prof = landscape_report(idata)
+    q = prof.q_minimum.values
+    return {
+        "delta_F": ((), float(prof.delta_F)),
+        "delta_F_se": ((), float(prof.delta_F_se)),
+        "divide": ((), float(prof.divide)),
+        "aG_weak": ((), float(q[0]) if q.size else math.nan),
+        "aG_strong": ((), float(q[-1]) if q.size > 1 else math.nan),
+        "n_profile_minima": ((), float(q.size)),
+        "barrier_weak": ((), float(prof.barrier_below)),
+        "barrier_strong": ((), float(prof.barrier_above)),
+        "min_overlap": ((), float(prof.min_overlap_next)),
+        "max_r_hat": ((), float(np.nanmax(prof.r_hat.values))),
+    }
+
+
 def _llc_point(cfg, pt, task, hyper):
     from bayes_attn.analysis.llc import llc_estimate
     from bayes_attn.experiments.llc import llc_point
@@ -515,6 +562,7 @@ def _llc_point(cfg, pt, task, hyper):
 
 _POINT = {
     "llc": _llc_point,
+    "landscape": _landscape_point,
     "theory": _theory_point,
     "nuts": _nuts_point,
     "sgld": _sgld_point,
@@ -550,6 +598,7 @@ def _empty(cfg: SweepConfig) -> xr.Dataset:
 
 _SAMPLER = {"theory": "none (theory)", "nuts": "nuts", "sgld": "sgld", "adam": "adam", "llc": "llc"}
 _SAMPLER["protocol"] = "adam, then sgld"
+_SAMPLER["landscape"] = "umbrella"
 
 
 def _numbers(values):

@@ -36,6 +36,7 @@ the pattern followed here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -441,23 +442,25 @@ def find_mode(
 def hessian(fn, x, args=(), *, chunk: int = 30) -> np.ndarray:
     """The dense Hessian of the scalar ``fn(x, *args)`` at the flat ``x`` (float64, symmetrised),
     by Hessian-vector products ``chunk`` at a time (memory ``chunk x dim`` instead of the
-    ``dim x dim`` Jacobian of the gradient)."""
+    ``dim x dim`` Jacobian of the gradient). Compiled once per ``fn`` and ``chunk``: calls with
+    the same function at other points or ``args`` reuse the compiled program."""
     x = jnp.asarray(x)
     k = x.shape[0]
     chunk = max(1, min(check_int("chunk", chunk, 1), k))
-
-    @jax.jit
-    def dense(x, args):
-        grad = jax.grad(lambda z: fn(z, *args))
-
-        def hvp(v):
-            return jax.jvp(grad, (x,), (v,))[1]
-
-        eye = jnp.eye(-(-k // chunk) * chunk, k, dtype=x.dtype).reshape(-1, chunk, k)
-        return jax.lax.map(jax.vmap(hvp), eye).reshape(-1, k)[:k]
-
-    H = np.asarray(dense(x, tuple(args)), dtype=np.float64)
+    H = np.asarray(_dense_hessian(fn, chunk, x, tuple(args)), dtype=np.float64)
     return 0.5 * (H + H.T)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _dense_hessian(fn, chunk, x, args):
+    k = x.shape[0]
+    grad = jax.grad(lambda z: fn(z, *args))
+
+    def hvp(v):
+        return jax.jvp(grad, (x,), (v,))[1]
+
+    eye = jnp.eye(-(-k // chunk) * chunk, k, dtype=x.dtype).reshape(-1, chunk, k)
+    return jax.lax.map(jax.vmap(hvp), eye).reshape(-1, k)[:k]
 
 
 # --------------------------------------------------------------------------------------------------

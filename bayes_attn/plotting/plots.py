@@ -852,3 +852,35 @@ def llc_calibration(table):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def landscape_profile(prof, ax=None, *, label: str | None = None, level2: bool = True):
+    """F(q) of an umbrella run (points with error bars, shifted so the lowest is 0), the exact
+    Level-2 profile on the same bins (line, shifted alike) and the two phases shaded either side
+    of the divide. ``prof``: :func:`bayes_attn.analysis.free_energy.landscape_report`'s Dataset."""
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6.0, 4.0))
+    q, F, se = prof.q.values, prof.F.values, prof.F_se.values
+    ok = np.isfinite(F)
+    base = np.nanmin(F[ok])
+    ax.errorbar(q[ok], F[ok] - base, yerr=se[ok], fmt="o", ms=3, capsize=2,
+                label=label or "full posterior (umbrella + MBAR)")  # fmt: skip
+    if level2 and "F_level2" in prof:
+        F2 = prof.F_level2.values
+        ax.plot(q, F2 - np.nanmin(F2), "-", color="0.2", label="Level 2 (quadrature)")
+    divide = float(prof.divide)
+    if math.isfinite(divide):
+        lo, hi = float(prof.edge_lo.values[0]), float(prof.edge_hi.values[-1])
+        ax.axvspan(lo, divide, color="tab:blue", alpha=0.08, label="weak-copy phase")
+        ax.axvspan(divide, hi, color="tab:red", alpha=0.08, label="strong-copy phase")
+    cv = prof.attrs.get("cv", "q")
+    ax.set_xlabel(_label(cv) if cv in ("aG", "a1", "cG", "c1") else cv)
+    ax.set_ylabel(f"F({cv}) - min  [nats]")
+    ax.legend(fontsize=8)
+    title = []
+    if "P" in prof.attrs:
+        title.append(f"P = {float(np.asarray(prof.attrs['P'])):g}")
+    if "level" in prof.attrs:
+        title.append(f"level {level_name(str(prof.attrs['level']))}")
+    ax.set_title(", ".join(title))
+    fig.tight_layout()
+    return fig

@@ -20,7 +20,7 @@ def _save(fig, path: Path, dpi: int) -> Path:
 def plot_report(report, folder, stem: str, dpi: int = 90) -> list[Path]:
     """Draw ``report`` into ``folder`` (created): a posterior's trace and marginals
     (``STEM_trace.png``, ``STEM_posterior.png``), a sweep's curves (``STEM_curves.png``, once a
-    point is done), an Adam ensemble's losses (``STEM_loss.png``). Returns the files written."""
+    point is done), an Adam ensemble's losses (``STEM_loss.png``), a landscape's F(q) (``STEM_profile.png``). Returns the files written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     if report.kind == "posterior":
@@ -36,6 +36,9 @@ def plot_report(report, folder, stem: str, dpi: int = 90) -> list[Path]:
         trace = _save(plots.trace(report.data, report.names), folder / f"{stem}_trace.png", dpi)
         plt.close("all")
         return [trace]
+    if report.kind == "landscape":
+        fig = plots.landscape_profile(report.data)
+        return [_save(fig, folder / f"{stem}_profile.png", dpi)]
     if report.kind == "sweep":
         if not report.data["done"].any():
             return []

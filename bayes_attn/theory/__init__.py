@@ -35,8 +35,10 @@ from bayes_attn.theory.modes import (
     modes,
     phase_boundary,
     phase_weights,
+    softmax_log_density,
     weight_crossing,
 )
+from bayes_attn.theory.profile import reduced_profile
 from bayes_attn.theory.saddles import Saddle, global_saddle, saddles
 
 __all__ = [
@@ -67,9 +69,11 @@ __all__ = [
     "phase_weights",
     "prior_linear",
     "prior_softmax",
+    "reduced_profile",
     "saddles",
     "scales",
     "second_order_closed_form",
     "second_order_leading",
+    "softmax_log_density",
     "weight_crossing",
 ]

@@ -120,6 +120,7 @@ __all__ = [
     "modes",
     "phase_boundary",
     "phase_weights",
+    "softmax_log_density",
     "softmax_minima",
     "weight_crossing",
 ]
@@ -156,6 +157,22 @@ def _evaluate(fn, x: np.ndarray, *args) -> np.ndarray:
     size = max(_MIN_PAD, 1 << max(n - 1, 1).bit_length())
     pad = np.concatenate([x, np.broadcast_to(x[:1], (size - n, *x.shape[1:]))])
     return np.asarray(fn(jnp.asarray(pad), *args))[:n]
+
+
+def softmax_log_density(task, hyper, P, cG, *, include_logdet: bool = False) -> np.ndarray:
+    """The unnormalised Level-2 log-density of the softmax logit gap, ``-chi s(cG)`` (minus the
+    equivalent-kernel log-determinant with ``include_logdet``), at the points ``cG``; the density
+    whose basins :func:`modes` integrates.
+
+    References
+    ----------
+    Paper Sec. 3.3; docs/theory.md §3-5.
+    """
+    P = check_positive("P", P)
+    cG = np.atleast_1d(np.asarray(cG, dtype=np.float64))
+    sc = scales(task, hyper)
+    args = (jnp.float64(P), jnp.float64(hyper.chi), sc, bool(include_logdet))
+    return _evaluate(_logdens_softmax, cG.ravel(), *args).reshape(cG.shape)
 
 
 @functools.partial(jax.jit, static_argnames=("include_logdet",))

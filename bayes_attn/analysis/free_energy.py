@@ -1,0 +1,346 @@
+"""The free energy of the order parameter from umbrella windows, by MBAR.
+
+:func:`bayes_attn.inference.run_umbrella` samples ``K`` windows, each the posterior tilted by a
+harmonic bias ``kappa_k / 2 (q - q_k)^2`` in one scalar site ``q``. MBAR (Shirts & Chodera 2008,
+``pymbar.MBAR``) pools every draw of every window and weighs it for the unbiased posterior: with
+``u_k(q) = kappa_k / 2 (q - q_k)^2`` and ``N_k`` independent draws per window, the weight of draw n
+is ``1 / sum_k N_k exp(f_k - u_k(q_n))``, the ``f_k`` solving the MBAR equations. Only the biases
+enter (the posterior's own density is common to all windows), so only q is needed.
+
+* Draws are correlated: each chain of each window is subsampled at its statistical inefficiency
+  (``pymbar.timeseries``, the integrated autocorrelation time of q), so that the MBAR standard
+  errors, which assume independent draws, hold.
+* ``F(q) = -log p(q)`` is reported on bins (the normalised density: ``-log(mass / width)``), its
+  standard error from the covariance of the bins' masses (MBAR's asymptotic covariance).
+* The overlap of neighbouring windows (MBAR's overlap matrix, ``O[k, k+1]``) says whether the
+  windows join: below ``min_overlap`` (0.03, pymbar's rule of thumb) the profile is not to be trusted
+  there and a warning says where.
+* The minima (local minima of F that rise at least ``min_depth`` nats to either side), the
+  barrier (F's maximum between the outer two minima, above each), and for a divide ``q0`` each
+  side's mass and ``Delta F = F_strong - F_weak = log P(q < q0) - log P(q > q0)`` with its standard
+  error; ``Delta F`` as a function of the divide.
+
+References
+----------
+Shirts & Chodera (2008), J. Chem. Phys. 129, 124105 (MBAR); Chodera (2016), J. Chem. Theory Comput.
+12, 1799 (statistical inefficiency, ``pymbar.timeseries``). docs/theory.md, "The free-energy
+landscape".
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import xarray as xr
+
+from bayes_attn import _arviz as az
+from bayes_attn._validation import check_int, check_positive
+from bayes_attn.progress import say
+from bayes_attn.theory.profile import reduced_profile
+
+__all__ = ["free_energy_profile", "landscape_report", "landscape_text", "profile_minima"]
+
+#: pymbar's rule of thumb for the overlap of neighbouring states
+MIN_OVERLAP = 0.03
+
+
+def _subsample(q) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per window: the subsampled draws pooled, N_k, and the statistical inefficiency g_k.
+
+    ``q``: (window, chain, draw)."""
+    from pymbar import timeseries
+
+    kept, N, g = [], [], []
+    for w in q:
+        gk = max(_inefficiency(timeseries, chain) for chain in w)
+        stride = max(1, math.ceil(gk))
+        draws = np.concatenate([chain[::-1][::stride][::-1] for chain in w])
+        kept.append(draws)
+        N.append(draws.size)
+        g.append(gk)
+    return np.concatenate(kept), np.array(N), np.array(g)
+
+
+def _inefficiency(timeseries, chain) -> float:
+    if np.ptp(chain) == 0:
+        return 1.0
+    try:
+        return float(timeseries.statistical_inefficiency(np.asarray(chain, dtype=np.float64)))
+    except Exception:  # pymbar raises on a series too short or constant to estimate
+        return 1.0
+
+
+def _mbar(q_n, N_k, centres, kappa):
+    import pymbar
+
+    u_kn = 0.5 * kappa[:, None] * (q_n[None, :] - centres[:, None]) ** 2
+    return pymbar.MBAR(u_kn, N_k, initialize="BAR")
+
+
+def _expect(mbar, indicators) -> tuple[np.ndarray, np.ndarray]:
+    """Unbiased expectations of the rows of ``indicators`` and their covariance (MBAR's asymptotic
+    covariance, assembled from its ``Theta`` as pymbar assembles the diagonal ``sigma``)."""
+    out = mbar.compute_multiple_expectations(
+        indicators, np.zeros(indicators.shape[1]), return_theta=True
+    )
+    n = indicators.shape[0]
+    T = np.asarray(out["Theta"])
+    cov = T[:n, :n] + T[n:, n:] - T[:n, n:] - T[n:, :n]
+    return np.asarray(out["mu"]), cov
+
+
+def _log_ratio(mu, cov, i, j) -> tuple[float, float]:
+    """``log mu_i - log mu_j`` and its delta-method standard error."""
+    if mu[i] <= 0 or mu[j] <= 0:
+        return math.nan, math.nan
+    var = cov[i, i] / mu[i] ** 2 + cov[j, j] / mu[j] ** 2 - 2 * cov[i, j] / (mu[i] * mu[j])
+    return float(math.log(mu[i]) - math.log(mu[j])), float(math.sqrt(max(var, 0.0)))
+
+
+def _delta_F(mbar, q_n, divide) -> dict:
+    """Each side's mass of ``divide`` and Delta F = log P(below) - log P(above), with s.e."""
+    ind = np.stack([(q_n < divide), (q_n >= divide)]).astype(np.float64)
+    mu, cov = _expect(mbar, ind)
+    dF, se = _log_ratio(mu, cov, 0, 1)
+    return {"mass_below": mu[0], "mass_above": mu[1], "delta_F": dF, "delta_F_se": se}
+
+
+def profile_minima(q, F, *, min_depth: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the minima of ``F`` on the grid ``q`` and of the maxima between them.
+
+    A minimum is a grid point lower than its two neighbours on each side; of two neighbouring
+    minima whose barrier rises less than ``min_depth`` above the higher one, the higher is
+    dropped. Returns ``(minima, tops)``, ``tops[i]`` the highest point between minima i and i+1.
+    """
+    F = np.where(np.isfinite(F), F, np.inf)
+    n = F.size
+    cand = [i for i in range(n) if np.isfinite(F[i])
+            and all(F[i] <= F[j] for j in range(max(0, i - 2), min(n, i + 3)))]  # fmt: skip
+    changed = True
+    while changed and len(cand) > 1:
+        changed = False
+        for a in range(len(cand) - 1):
+            i, j = cand[a], cand[a + 1]
+            seg = F[i : j + 1]
+            top = float(np.max(np.where(np.isfinite(seg), seg, -np.inf)))
+            if top - max(F[i], F[j]) < min_depth:
+                cand.pop(a if F[i] > F[j] else a + 1)
+                changed = True
+                break
+    tops = []
+    for i, j in zip(cand[:-1], cand[1:], strict=True):
+        seg = np.where(np.isfinite(F[i : j + 1]), F[i : j + 1], -np.inf)
+        tops.append(i + int(np.argmax(seg)))
+    return np.array(cand, dtype=int), np.array(tops, dtype=int)
+
+
+def _bins(q_n, grid) -> np.ndarray:
+    if grid is None:
+        grid = 60
+    if np.ndim(grid) == 0:
+        n = check_int("grid", int(grid), 2)
+        lo, hi = np.quantile(q_n, [1e-4, 1 - 1e-4])
+        return np.linspace(lo, hi, n + 1)
+    edges = np.sort(np.asarray(grid, dtype=np.float64).ravel())
+    if edges.size < 3 or np.any(np.diff(edges) <= 0):
+        raise ValueError("grid: give at least three increasing bin edges, or a number of bins")
+    return edges
+
+
+def _windows(idata):
+    """(q (window, chain, draw), centres, kappa, cv) from a :func:`run_umbrella` result."""
+    attrs = dict(az.dataset(idata, "posterior").attrs)
+    cv = attrs.get("cv")
+    if cv is None or "constant_data" not in az.groups(idata):
+        raise ValueError("idata: not a run_umbrella result (no 'cv' attribute or constant_data)")
+    const = az.dataset(idata, "constant_data")
+    q = az.dataset(idata, "posterior")[cv].transpose("window", "chain", "draw").values
+    return q, const["centre"].values, const["kappa"].values, cv
+
+
+def free_energy_profile(
+    idata,
+    grid=None,
+    *,
+    divide: float | None = None,
+    divides=None,
+    min_depth: float = 1.0,
+    min_overlap: float = MIN_OVERLAP,
+) -> xr.Dataset:
+    """F(q) of a :func:`~bayes_attn.inference.run_umbrella` result by MBAR, with its minima,
+    barrier and the free-energy difference across a divide.
+
+    Parameters
+    ----------
+    idata : InferenceData
+        The windows (``posterior[cv]`` over chain, draw, window; ``constant_data`` ``centre``
+        and ``kappa``).
+    grid : int or array_like, optional
+        The number of bins (default 60, over the pooled draws' 1e-4 to 1 - 1e-4 quantiles), or
+        the bin edges.
+    divide : float, optional
+        Where to split the two phases for ``delta_F``. Default: the highest point of F between
+        its outer two minima (nan where F has one minimum).
+    divides : array_like, optional
+        Divides at which ``delta_F`` is also reported (``delta_F_divide``). Default: every bin
+        edge between the outer two minima.
+    min_depth : float
+        How far (nats) F must rise between two minima for both to count (:func:`profile_minima`).
+    min_overlap : float
+        Neighbouring windows whose MBAR overlap is below it are named in a warning.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``q`` (bin centres): ``F`` = -log p(q) (normalised density; inf in an empty bin),
+        ``F_se``, ``edge_lo``, ``edge_hi``. Over ``window``: ``centre``, ``kappa``,
+        ``n_independent`` (draws kept), ``inefficiency`` (g), ``overlap_next`` (MBAR overlap with
+        the next window; nan for the last), ``f`` (the window's MBAR free energy). Over
+        ``minimum``: ``q_minimum``, ``F_minimum``. Scalars: ``divide``, ``mass_below``,
+        ``mass_above``, ``delta_F`` = F_above - F_below = log P(below) - log P(above) (the strong
+        phase above), ``delta_F_se``, ``q_barrier``, ``barrier_below`` and ``barrier_above``
+        (F at the barrier above each outer minimum), ``min_overlap_next``. Over ``divide_q``:
+        ``delta_F_divide``, ``delta_F_divide_se``. Attrs: the run's record and ``cv``.
+    """
+    min_depth = check_positive("min_depth", min_depth)
+    q, centres, kappa, cv = _windows(idata)
+    q_n, N_k, g = _subsample(q)
+    mbar = _mbar(q_n, N_k, centres, kappa)
+    edges = _bins(q_n, grid)
+    width = np.diff(edges)
+    ind = np.stack([(q_n >= a) & (q_n < b) for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    mu, cov = _expect(mbar, ind.astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        F = np.where(mu > 0, -np.log(mu / width), np.inf)
+        F_se = np.where(mu > 0, np.sqrt(np.clip(np.diag(cov), 0, None)) / mu, np.nan)
+    centre_q = 0.5 * (edges[:-1] + edges[1:])
+    minima, tops = profile_minima(centre_q, F, min_depth=min_depth)
+    O = np.asarray(mbar.compute_overlap()["matrix"])
+    over = np.append(np.diag(O, 1), np.nan)
+    _warn_overlap(over, centres, min_overlap)
+    if len(minima) >= 2:
+        top = int(np.argmax(np.where(np.isfinite(F[minima[0] : minima[-1] + 1]),
+                                     F[minima[0] : minima[-1] + 1], -np.inf))) + minima[0]  # fmt: skip
+        q_top, F_top = float(centre_q[top]), float(F[top])
+        barrier = (F_top - float(F[minima[0]]), F_top - float(F[minima[-1]]))
+    else:
+        q_top, barrier = math.nan, (math.nan, math.nan)
+    if divide is None:
+        divide = q_top
+    split = _delta_F(mbar, q_n, divide) if math.isfinite(divide) else dict.fromkeys(
+        ("mass_below", "mass_above", "delta_F", "delta_F_se"), math.nan)  # fmt: skip
+    if divides is None:
+        divides = (edges[(edges > centre_q[minima[0]]) & (edges < centre_q[minima[-1]])]
+                   if len(minima) >= 2 else np.array([]))  # fmt: skip
+    divides = np.asarray(divides, dtype=np.float64).ravel()
+    curve = [_delta_F(mbar, q_n, d) for d in divides]
+    ds = xr.Dataset(
+        {
+            "F": ("q", F),
+            "F_se": ("q", F_se),
+            "edge_lo": ("q", edges[:-1]),
+            "edge_hi": ("q", edges[1:]),
+            "centre": ("window", centres),
+            "kappa": ("window", kappa),
+            "n_independent": ("window", N_k),
+            "inefficiency": ("window", g),
+            "overlap_next": ("window", over),
+            "f": ("window", np.asarray(mbar.f_k)),
+            "q_minimum": ("minimum", centre_q[minima]),
+            "F_minimum": ("minimum", F[minima]),
+            "divide": divide,
+            **split,
+            "q_barrier": q_top,
+            "barrier_below": barrier[0],
+            "barrier_above": barrier[1],
+            "min_overlap_next": float(np.nanmin(over)) if len(over) > 1 else math.nan,
+            "delta_F_divide": ("divide_q", np.array([c["delta_F"] for c in curve])),
+            "delta_F_divide_se": ("divide_q", np.array([c["delta_F_se"] for c in curve])),
+        },
+        coords={"q": centre_q, "window": np.arange(len(centres)), "divide_q": divides},
+    )
+    ds.attrs.update({k: v for k, v in az.dataset(idata, "posterior").attrs.items()
+                     if isinstance(v, str | int | float | np.ndarray)})  # fmt: skip
+    ds.attrs.update(cv=cv, min_depth=min_depth, min_overlap=min_overlap, method="mbar")
+    ds["F"].attrs["description"] = f"-log p({cv}) (normalised density, MBAR over the windows)"
+    ds["delta_F"].attrs["description"] = "log P(q < divide) - log P(q >= divide)"
+    return ds
+
+
+def _warn_overlap(over, centres, min_overlap) -> None:
+    bad = np.flatnonzero(over[:-1] < min_overlap)
+    if bad.size:
+        where = ", ".join(f"{centres[k]:.4g}-{centres[k + 1]:.4g}" for k in bad)
+        warnings.warn(
+            f"free_energy_profile: neighbouring windows overlap less than {min_overlap} between "
+            f"centres {where}; F there is not to be trusted (add windows or lower kappa there)",
+            stacklevel=3,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# The landscape of the softmax order parameter beside Level 2
+
+
+def landscape_report(idata, *, grid=None, divide=None, divides=None) -> xr.Dataset:
+    """F(aG) by MBAR (:func:`free_energy_profile`) with the exact Level-2 profile ``F_level2`` on
+    the same grid (bin averages, at the run's P and preset, the log-determinant in as Level 1 has
+    it), and the windows' ``r_hat``, ``ess_bulk`` and ``acceptance``."""
+    prof = free_energy_profile(idata, grid, divide=divide, divides=divides)
+    a = prof.attrs
+    const = az.dataset(idata, "constant_data")
+    for name in ("r_hat", "ess_bulk", "acceptance"):
+        prof[name] = ("window", const[name].values)
+    if a.get("cv") == "aG" and "L" in a:
+        from bayes_attn.task import CopyTask, Hyper
+
+        task = CopyTask(L=int(a["L"]), V=int(a["V"]))
+        hyper = Hyper(chi=float(a["chi"]), g_w=float(a["g_w"]), g_o=float(a["g_o"]),
+                      sigma2=float(a["sigma2"]))  # fmt: skip
+        logdet = bool(a.get("include_logdet", 1)) if a.get("level") == "reduced" else True
+        try:
+            prof["F_level2"] = ("q", _bin_profile(task, hyper, float(a["P"]), prof, logdet))
+        except ValueError as err:  # no two phases at this preset: no Level-2 line
+            say("landscape: no Level-2 profile (%s)", err)
+    return prof
+
+
+def _bin_profile(task, hyper, P, prof, include_logdet) -> np.ndarray:
+    """-log of the Level-2 mass of each bin over its width (41-point trapezoid per bin)."""
+    lo, hi = prof.edge_lo.values, prof.edge_hi.values
+    t = np.linspace(0.0, 1.0, 41)
+    x = lo[:, None] + (hi - lo)[:, None] * t[None]
+    F = reduced_profile(task, hyper, P, "softmax", x, include_logdet)
+    top = np.min(F, axis=1, keepdims=True)
+    mass = np.trapezoid(np.exp(-(F - top)), x, axis=1)
+    return top[:, 0] - np.log(mass / (hi - lo))
+
+
+def landscape_text(prof) -> str:
+    """A few lines: the minima, the barrier, Delta F at the divide, the overlap, the windows."""
+    a = prof.attrs
+    lines = [f"free-energy profile of {a.get('cv', 'q')} by umbrella sampling + MBAR "
+             f"({prof.sizes['window']} windows)"]  # fmt: skip
+    mins = ", ".join(f"{q:.3f} (F {F:.2f})" for q, F in
+                     zip(prof.q_minimum.values, prof.F_minimum.values, strict=True))  # fmt: skip
+    lines.append(f"minima: {mins or 'none'}")
+    if math.isfinite(float(prof.q_barrier)):
+        lines.append(f"barrier at {float(prof.q_barrier):.3f}: {float(prof.barrier_below):.2f} "
+                     f"above the lower-q minimum, {float(prof.barrier_above):.2f} above the "
+                     "higher-q one")  # fmt: skip
+    if math.isfinite(float(prof.delta_F)):
+        lines.append(f"Delta F (above - below {float(prof.divide):.3f}) = "
+                     f"{float(prof.delta_F):.3f} ± {float(prof.delta_F_se):.3f}; masses "
+                     f"{float(prof.mass_below):.4g}, {float(prof.mass_above):.4g}")  # fmt: skip
+    ov = float(prof.min_overlap_next)
+    lines.append(f"smallest neighbour overlap {ov:.3f}"
+                 + (" (below 0.03: not to be trusted)" if ov < 0.03 else ""))  # fmt: skip
+    if "r_hat" in prof:
+        r = prof.r_hat.values
+        lines.append(f"per-window R-hat max {np.nanmax(r):.3f}, ESS min {np.nanmin(prof.ess_bulk):.0f},"
+                     f" acceptance {np.nanmin(prof.acceptance):.2f}-{np.nanmax(prof.acceptance):.2f}")  # fmt: skip
+    if "F_level2" in prof:
+        lines.append("Level 2 beside it: F_level2 on the same bins")
+    return "\n".join(lines)

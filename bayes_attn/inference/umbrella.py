@@ -1,0 +1,655 @@
+"""Umbrella sampling of a model's posterior along one scalar site (a collective variable).
+
+The free energy of a scalar site ``q`` (the order parameter ``aG``, or any latent or deterministic
+scalar), ``F(q) = -log p(q | data)``, is what a physicist draws of a multimodal posterior: its
+minima are the phases and its maximum between them is the barrier. Where the barrier is high, one
+chain never crosses it. Umbrella sampling runs one chain per *window* ``k`` on the posterior tilted
+by a harmonic bias,
+
+    p_k(x) ∝ p(x | data) exp(-kappa_k / 2 (q(x) - q_k)^2),
+
+so that each window holds ``q`` near its centre ``q_k``; neighbouring windows overlap, and MBAR
+(:func:`bayes_attn.analysis.free_energy_profile`) removes the biases and joins the windows into
+one ``F(q)``. The windows are independent: they run as one program, ``batch`` chains vectorised
+at a time (``jax.vmap``; all at once by default, one by one for Level 1 on a CPU, whose gradient
+does not vectorise), split over the local devices where there are several
+(:mod:`bayes_attn.inference.sharding`).
+
+Each window
+
+1. starts on the path through the modes (``find_mode`` from each of ``starts``, sorted by q,
+   joined by straight lines in the flat unconstrained space, and continued past the outer modes
+   along the Laplace conditional mean of x given q), relaxed to the minimum of the biased
+   potential ``U(x) + kappa_k / 2 (q(x) - q_k)^2`` (L-BFGS, ``optax.lbfgs``); where the minima
+   of neighbouring windows jump apart by more than twice their spacing, the barrier is curved
+   nearly as sharply as the bias and the windows would slide into a basin, so kappa there is
+   raised fourfold (at most twice) and the starts relaxed again;
+2. takes as its dense NUTS metric the inverse of that biased potential's Hessian there
+   (:func:`bayes_attn.inference.potential.hessian`; eigenvalues by magnitude, floored), so that in
+   the metric's coordinates the window's posterior is near-isotropic (``metric="mode"``: the
+   nearest mode's Hessian plus ``kappa grad q grad q'``, two Hessians in all);
+3. runs ``num_chains`` BlackJAX NUTS chains: ``num_warmup`` steps of dual averaging of the step,
+   then ``num_samples`` draws, recording every scalar site.
+
+Default placement (no ``centres``): from the modes' q and the Laplace standard deviation of q at
+each, windows run from ``past`` standard deviations below the lowest mode to ``past`` above the
+highest, evenly spaced by the smallest mode's standard deviation (between 8 and ``max_windows``
+windows), with ``kappa = 1 / spacing^2`` (each bias one spacing wide, so neighbours overlap).
+Refinement (``refine`` rounds): where two neighbours' histograms of q overlap less than
+``min_overlap``, a window is added at the midpoint of their centres, started from the nearer
+neighbour's last draw, and the new windows are run.
+
+References
+----------
+Torrie & Valleau (1977), umbrella sampling; Shirts & Chodera (2008), MBAR; Kästner (2011),
+"Umbrella sampling", WIREs Comput. Mol. Sci. 1, 932. docs/theory.md, "The free-energy landscape".
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayes_attn import _arviz as az
+from bayes_attn._validation import check_int, check_positive
+from bayes_attn.inference import potential
+from bayes_attn.inference._call import resolve_key
+from bayes_attn.inference.record import RunRecord
+from bayes_attn.inference.sharding import member_mesh, sharded_map
+from bayes_attn.progress import announce, say, seconds_per_call
+
+__all__ = ["UmbrellaPlan", "overlap", "plan_windows", "run_umbrella"]
+
+#: gradients per NUTS transition in the cost estimate (low, high): trees of depth 2 to 8
+GRADIENTS_PER_DRAW = (3, 255)
+#: L-BFGS steps that relax each window's start to the minimum of its biased potential
+RELAX_STEPS = 60
+#: the windows' metrics (run_umbrella's ``metric``)
+METRICS = ("window", "mode")
+
+
+class UmbrellaPlan(NamedTuple):
+    """Where the windows sit (:func:`plan_windows`).
+
+    Attributes
+    ----------
+    centres, kappa : numpy.ndarray (windows,)
+        Each window's centre in q and its bias strength.
+    starts : numpy.ndarray (windows, dim)
+        Each window's start in the flat unconstrained space (before relaxation).
+    mode_q, mode_sd : numpy.ndarray (modes,)
+        q at each mode and its Laplace standard deviation there, sorted by q.
+    mode_hessian : numpy.ndarray (modes, dim, dim)
+        The potential's Hessian at each mode (eigenvalues by magnitude, floored).
+    """
+
+    centres: np.ndarray
+    kappa: np.ndarray
+    starts: np.ndarray
+    mode_q: np.ndarray
+    mode_sd: np.ndarray
+    mode_hessian: np.ndarray
+
+
+# --------------------------------------------------------------------------------------------------
+# Placement
+
+
+def _default_starts(pot, key) -> list[dict]:
+    """NumPyro's own initial value (uniform in [-2, 2] unconstrained), constrained, as one start."""
+    from numpyro.infer.util import initialize_model
+
+    info = initialize_model(
+        key, pot.model, model_args=pot.model_args, model_kwargs=pot.model_kwargs
+    )
+    sites = pot.sites(pot.ravel(info.param_info.z))
+    return [{n: sites[n] for n in pot.shapes}]
+
+
+def _modes(model, pot, q, starts):
+    """Flat modes (sorted by q, duplicates dropped), their q, the Laplace sd of q and the
+    conditional-mean direction dx/dq at each."""
+    found = []
+    for start in starts:
+        m = potential.find_mode(
+            model, start=start, model_args=pot.model_args, model_kwargs=pot.model_kwargs
+        )
+        found.append(np.asarray(m.x))
+    qs = np.array([float(q(jnp.asarray(x))) for x in found])
+    order = np.argsort(qs)
+    xs, qs, sds, dirs, hs = [], [], [], [], []
+    for i in order:
+        x = found[i]
+        if qs and abs(float(q(jnp.asarray(x))) - qs[-1]) < 1e-6 * (1 + abs(qs[-1])):
+            continue
+        H = potential.hessian(pot.U, x)
+        g = np.asarray(jax.grad(q)(jnp.asarray(x)), dtype=np.float64)
+        lam, Q = np.linalg.eigh(H)
+        lam = np.maximum(np.abs(lam), 1e-8 * max(float(np.abs(lam).max()), 1e-300))
+        v = (Q / lam) @ (Q.T @ g)  # Sigma g
+        var = float(g @ v)
+        if not var > 0:
+            raise ValueError("cv: its gradient vanishes at a mode; it does not move with the model")
+        xs.append(x)
+        qs.append(float(q(jnp.asarray(x))))
+        sds.append(math.sqrt(var))
+        dirs.append(v / var)  # E[x | q] = x* + (q - q*) Sigma g / (g' Sigma g)
+        hs.append((Q * lam) @ Q.T)
+    return np.array(xs), np.array(qs), np.array(sds), np.array(dirs), np.array(hs)
+
+
+def _path_point(q, xs, qs, dirs, centre) -> np.ndarray:
+    """A point whose q is near ``centre``: on the straight segments between the modes, or on the
+    Laplace conditional mean beyond the outer modes."""
+    if centre <= qs[0] or len(xs) == 1 and centre >= qs[0]:
+        i = 0 if centre <= qs[0] else -1
+        return xs[i] + (centre - qs[i]) * dirs[i]
+    if centre >= qs[-1]:
+        return xs[-1] + (centre - qs[-1]) * dirs[-1]
+    j = int(np.searchsorted(qs, centre)) - 1
+    t = np.linspace(0.0, 1.0, 101)
+    seg = xs[j][None] + t[:, None] * (xs[j + 1] - xs[j])[None]
+    qt = np.asarray(jax.vmap(q)(jnp.asarray(seg)))
+    return seg[int(np.argmin(np.abs(qt - centre)))]
+
+
+def plan_windows(
+    model,
+    cv: str,
+    *,
+    model_args=(),
+    model_kwargs=None,
+    starts=None,
+    centres=None,
+    kappa=None,
+    past: float = 4.0,
+    max_windows: int = 48,
+    key=None,
+) -> UmbrellaPlan:
+    """The windows of :func:`run_umbrella`: centres, bias strengths and starting points.
+
+    Parameters
+    ----------
+    starts : sequence of dict, optional
+        Constrained values of every latent site, one per phase (each inside a basin); the modes
+        found from them bound the windows. Default: NumPyro's initial value (one mode).
+    centres : array_like, optional
+        The windows' centres; default from the modes (module docstring).
+    kappa : float or array_like, optional
+        The bias strength (one, or one per window); default ``1 / spacing^2``.
+    past : float
+        How many Laplace standard deviations of q the windows reach past the outer modes.
+    max_windows : int
+        The most windows the default placement makes (at least 8 are made).
+    """
+    past = check_positive("past", past)
+    max_windows = check_int("max_windows", max_windows, 8)
+    pot = potential.flat_potential(model, model_args, model_kwargs)
+    q = pot.scalar_site(cv)
+    if starts is None:
+        starts = _default_starts(pot, jax.random.key(0) if key is None else key)
+    xs, qs, sds, dirs, hs = _modes(model, pot, q, list(starts))
+    if centres is None:
+        lo, hi = qs[0] - past * sds[0], qs[-1] + past * sds[-1]
+        n = int(np.clip(math.ceil((hi - lo) / sds.min()) + 1, 8, max_windows))
+        centres = np.linspace(lo, hi, n)
+    centres = np.sort(np.asarray(centres, dtype=np.float64).ravel())
+    if centres.size < 2 or not np.all(np.isfinite(centres)) or np.any(np.diff(centres) <= 0):
+        raise ValueError("centres: give at least two distinct finite window centres")
+    if kappa is None:
+        kappa = 1.0 / float(np.median(np.diff(centres))) ** 2
+    kappa = np.broadcast_to(np.asarray(kappa, dtype=np.float64), centres.shape).copy()
+    if not np.all(kappa > 0):
+        raise ValueError(f"kappa must be > 0, got {kappa.min()}")
+    path = np.stack([_path_point(q, xs, qs, dirs, c) for c in centres])
+    return UmbrellaPlan(centres, kappa, path, qs, sds, hs)
+
+
+# --------------------------------------------------------------------------------------------------
+# One window's chains
+
+
+def _biased(U, q):
+    def biased_U(x, centre, kappa):
+        return U(x) + 0.5 * kappa * (q(x) - centre) ** 2
+
+    return biased_U
+
+
+def _relax(biased_U, x0, centres, kappas, steps: int, batch: int = 0):
+    """Each start moved to the minimum of its window's biased potential (L-BFGS, vmapped)."""
+    import optax
+
+    def one(x0, c, k):
+        f = lambda x: biased_U(x, c, k)  # noqa: E731
+        opt = optax.lbfgs()
+        vg = optax.value_and_grad_from_state(f)
+
+        def body(carry, _):
+            x, st = carry
+            v, g = vg(x, state=st)
+            upd, st = opt.update(g, st, x, value=v, grad=g, value_fn=f)
+            return (optax.apply_updates(x, upd), st), None
+
+        (x, _), _ = jax.lax.scan(body, (x0, opt.init(x0)), None, length=steps)
+        ok = jnp.isfinite(f(x)) & (f(x) <= f(x0)) & jnp.all(jnp.isfinite(x))
+        return jnp.where(ok, x, x0)
+
+    return jax.jit(lambda a: _batched(lambda b: one(*b), a, batch))((x0, centres, kappas))
+
+
+def _metric(biased_U, x, centre, kappa, chunk) -> np.ndarray:
+    """The inverse of the biased potential's Hessian at ``x``, eigenvalues by magnitude, floored."""
+    H = potential.hessian(biased_U, x, (jnp.float64(centre), jnp.float64(kappa)), chunk=chunk)
+    if not np.all(np.isfinite(H)):
+        raise ValueError("the Hessian of the biased potential is not finite at a window's start")
+    lam, Q = np.linalg.eigh(H)
+    lam = np.maximum(np.abs(lam), 1e-6 * max(float(np.abs(lam).max()), 1e-300))
+    return (Q / lam) @ Q.T
+
+
+def _mode_metrics(q, x0, kappas, plan) -> np.ndarray:
+    """Per window: the inverse of the nearest mode's Hessian plus the bias's ``kappa g g'``, with
+    ``g`` the gradient of q at the window's start (two Hessians in all, not one per window)."""
+    qs = np.asarray(jax.vmap(q)(x0))
+    grads = np.asarray(jax.vmap(jax.grad(q))(x0), dtype=np.float64)
+    out = []
+    for k in range(len(qs)):
+        H = plan.mode_hessian[int(np.argmin(np.abs(plan.mode_q - qs[k])))]
+        out.append(np.linalg.inv(H + kappas[k] * np.outer(grads[k], grads[k])))
+    return np.stack([0.5 * (m + m.T) for m in out])
+
+
+def _observer(pot, names):
+    def observe(x):
+        tr = pot.trace(x)
+        return {n: jnp.reshape(tr[n]["value"], ()) for n in names}
+
+    return observe
+
+
+def _scalar_sites(pot, cv) -> list[str]:
+    """The model's scalar latent and deterministic sites (``cv`` first)."""
+    tr = jax.eval_shape(
+        lambda x: {n: s["value"] for n, s in pot.trace(x).items() if _recorded(s)},
+        jnp.zeros(pot.dim),
+    )
+    names = [n for n, v in tr.items() if int(np.prod(v.shape)) == 1 and n != cv]
+    return [cv, *sorted(names)]
+
+
+def _recorded(site) -> bool:
+    return site["type"] == "deterministic" or (site["type"] == "sample" and not site["is_observed"])
+
+
+class _Chains(NamedTuple):
+    draws: dict  # name -> (windows, chains, draws)
+    acceptance: np.ndarray
+    steps: np.ndarray
+    diverging: np.ndarray
+    step_size: np.ndarray  # (windows, chains)
+    last: np.ndarray  # (windows, chains, dim)
+    kappa: np.ndarray  # (windows,): as run (raised where the bias did not hold)
+
+
+def _pad(a, n: int):
+    """``a``'s leading axis padded to ``n`` by repeating its last entry."""
+    extra = n - a.shape[0]
+    return jnp.concatenate([a, jnp.repeat(a[-1:], extra, 0)]) if extra else a
+
+
+def _batched(fn, args, batch: int):
+    """``fn`` over the leading axis of ``args``: ``batch`` entries vmapped at a time, the batches
+    one after another (``lax.map``); ``batch = 0`` vmaps them all. (On the CPU a vmapped Level-1
+    gradient costs ~14 serial ones: its table gathers do not batch well.)"""
+    n = jax.tree.leaves(args)[0].shape[0]
+    batch = n if batch <= 0 else min(batch, n)
+    nb = -(-n // batch)
+    blocks = jax.tree.map(lambda a: _pad(a, nb * batch).reshape(nb, batch, *a.shape[1:]), args)
+    out = jax.lax.map(jax.vmap(fn), blocks)
+    return jax.tree.map(lambda a: a.reshape(nb * batch, *a.shape[2:])[:n], out)
+
+
+def _hold(biased_U, q, starts, centres, kappas, batch, tries: int = 3):
+    """Relaxed starts, and kappa raised (x4, up to ``tries - 1`` times) where the bias does not
+    hold the windows apart: the relaxed q of neighbouring windows (``centres`` sorted) jump by more
+    than twice their spacing. A window's relaxed q moves with its centre at the rate
+    ``kappa / (kappa + F'')``, so a jump means ``kappa + F'' < kappa / 2``: the barrier is curved
+    nearly as sharply as the bias and windows there slide into a basin. (A shift of every window
+    down a slope, ``F' / kappa``, is harmless and left alone.)"""
+    qv = jax.jit(jax.vmap(q))
+    for _ in range(tries):
+        x0 = _relax(biased_U, jnp.asarray(starts), jnp.asarray(centres), jnp.asarray(kappas),
+                    RELAX_STEPS, batch)  # fmt: skip
+        qr = np.asarray(qv(x0))
+        jump = np.abs(np.diff(qr)) > 2.0 * np.diff(centres)
+        off = np.append(jump, False) | np.insert(jump, 0, False)
+        if not off.any():
+            break
+        kappas = np.where(off, 4.0 * kappas, kappas)
+    return x0, kappas
+
+
+def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chains, num_warmup,
+                 num_samples, target_accept, mesh, progress, batch, metric, plan) -> _Chains:  # fmt: skip
+    """Relax, take the metric, and run every window's chains in one vectorised program."""
+    import blackjax
+    from blackjax.adaptation.step_size import dual_averaging_adaptation
+
+    biased_U = _biased(pot.U, q)
+    W = len(centres)
+    kappas = np.array(kappas, dtype=np.float64)
+    x0, kappas = _hold(biased_U, q, starts, centres, kappas, batch, tries=3 if hold else 1)
+    say("umbrella: %d window starts relaxed; the metric of each", W, enabled=progress)
+    if metric == "window":
+        chunk = batch if batch > 0 else 30
+        inv_mass = np.stack([_metric(biased_U, x0[k], centres[k], kappas[k], chunk)
+                             for k in range(W)])  # fmt: skip
+    else:
+        inv_mass = _mode_metrics(q, x0, kappas, plan)
+    observe = _observer(pot, names)
+    kernel = blackjax.nuts.build_kernel()
+
+    def chain(args):
+        k, x, c, kap, inv = args
+        logdensity = lambda z: -biased_U(z, c, kap)  # noqa: E731
+        init, update, final = dual_averaging_adaptation(target_accept)
+        k_warm, k_draw = jax.random.split(k)
+
+        def warm(carry, kk):
+            state, da = carry
+            state, info = kernel(kk, state, logdensity, jnp.exp(da.log_step_size), inv)
+            return (state, update(da, info.acceptance_rate)), None
+
+        start = (blackjax.nuts.init(x, logdensity), init(jnp.asarray(0.5, x.dtype)))
+        (state, da), _ = jax.lax.scan(warm, start, jax.random.split(k_warm, num_warmup))
+        step = final(da) if num_warmup else jnp.asarray(0.5, x.dtype)
+
+        def draw(state, kk):
+            state, info = kernel(kk, state, logdensity, step, inv)
+            return state, (observe(state.position), info.acceptance_rate,
+                           info.num_integration_steps, info.is_divergent)  # fmt: skip
+
+        state, out = jax.lax.scan(draw, state, jax.random.split(k_draw, num_samples))
+        return out, step, state.position
+
+    rep = lambda a: jnp.repeat(jnp.asarray(a), num_chains, axis=0)  # noqa: E731
+    keys = jax.random.split(key, W * num_chains)
+    args = (keys, rep(x0), rep(centres), rep(kappas), rep(inv_mass))
+    mesh = member_mesh() if mesh is None else mesh
+    n_dev = mesh.size
+    per_dev = -(-W * num_chains // n_dev)
+
+    def by_device(tree):  # (devices, per device, ...): sharded_map hands each device its share
+        return jax.tree.map(
+            lambda a: _pad(a, n_dev * per_dev).reshape(n_dev, per_dev, *a.shape[1:]), tree
+        )
+
+    t = time.perf_counter()
+    run = jax.jit(lambda a: sharded_map(lambda share: _batched(chain, share, batch), a, mesh=mesh))
+    out = run(by_device(args))
+    out = jax.tree.map(
+        lambda a: np.asarray(a).reshape(n_dev * per_dev, *a.shape[2:])[: W * num_chains], out
+    )
+    (obs, acc, steps, div), step, last = out
+    say("umbrella: %d windows x %d chains sampled in %.0f s", W, num_chains,
+        time.perf_counter() - t, enabled=progress)  # fmt: skip
+
+    def shape(a):
+        return np.asarray(a).reshape(W, num_chains, *np.shape(a)[1:])
+
+    return _Chains({n: shape(v) for n, v in obs.items()}, shape(acc), shape(steps), shape(div),
+                   shape(step), shape(last), kappas)  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# Overlap and refinement
+
+
+def overlap(a, b, bins: int = 40) -> float:
+    """The overlap coefficient of two samples of q: the common area of their histograms on shared
+    bins (1 for identical distributions, 0 for disjoint ones)."""
+    a, b = np.ravel(a), np.ravel(b)
+    lo, hi = min(a.min(), b.min()), max(a.max(), b.max())
+    if hi <= lo:
+        return 1.0
+    edges = np.linspace(lo, hi, bins + 1)
+    pa = np.histogram(a, edges)[0] / a.size
+    pb = np.histogram(b, edges)[0] / b.size
+    return float(np.minimum(pa, pb).sum())
+
+
+def _refine(centres, kappas, q_draws, last, min_overlap):
+    """New windows at the midpoints of neighbours that overlap less than ``min_overlap``."""
+    new_c, new_k, new_x = [], [], []
+    for k in range(len(centres) - 1):
+        if overlap(q_draws[k], q_draws[k + 1]) >= min_overlap:
+            continue
+        c = 0.5 * (centres[k] + centres[k + 1])
+        near = k if abs(q_draws[k].mean() - c) <= abs(q_draws[k + 1].mean() - c) else k + 1
+        new_c.append(c)
+        new_k.append(max(kappas[k], kappas[k + 1]))
+        new_x.append(last[near, 0])
+    return np.array(new_c), np.array(new_k), np.array(new_x)
+
+
+def _merge(a: _Chains, b: _Chains, order) -> _Chains:
+    cat = lambda x, y: np.concatenate([x, y])[order]  # noqa: E731
+    return _Chains({n: cat(a.draws[n], b.draws[n]) for n in a.draws},
+                   *(cat(getattr(a, f), getattr(b, f)) for f in _Chains._fields[1:]))  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# The result
+
+
+def _window_stats(chains: _Chains, cv: str) -> dict:
+    qd = chains.draws[cv]
+    r_hat = np.array([_rhat(w) for w in qd])
+    ess = np.array([az.ess(w) for w in qd])
+    return {
+        "r_hat": (("window",), r_hat),
+        "ess_bulk": (("window",), ess),
+        "acceptance": (("window",), chains.acceptance.mean(axis=(1, 2))),
+    }
+
+
+def _rhat(draws) -> float:
+    """Split R-hat of (chain, draw) (one chain is split in two)."""
+    d = np.asarray(draws, dtype=float)
+    if d.shape[0] == 1:
+        half = d.shape[1] // 2
+        d = np.stack([d[0, :half], d[0, half : 2 * half]])
+    return float(az.rhat(d, method="rank")) if d.shape[1] >= 4 else math.nan
+
+
+def _to_idata(chains: _Chains, centres, kappas, cv, record, model, model_args, model_kwargs):
+    import xarray as xr
+
+    move = lambda a: np.moveaxis(a, 0, -1)  # (window, chain, draw) -> (chain, draw, window)  # noqa: E731
+    W = len(centres)
+    dims = {n: ["window"] for n in chains.draws}
+    stats = {
+        "acceptance_rate": move(chains.acceptance),
+        "n_steps": move(chains.steps),
+        "diverging": move(chains.diverging),
+        "step_size": move(np.broadcast_to(chains.step_size[..., None], chains.acceptance.shape)),
+    }
+    idata = az.from_dict(
+        {"posterior": {n: move(v) for n, v in chains.draws.items()}, "sample_stats": stats},
+        coords={"window": np.arange(W)},
+        dims={**dims, **{n: ["window"] for n in stats}},
+    )
+    const = xr.Dataset(
+        {"centre": ("window", centres), "kappa": ("window", kappas),
+         **_window_stats(chains, cv)},
+        coords={"window": np.arange(W)},
+    )  # fmt: skip
+    az.set_group(idata, "constant_data", const)
+    attrs = record.attrs(model, model_args, model_kwargs)
+    attrs["cv"] = cv
+    for group in az.groups(idata):
+        idata[group].attrs.update(attrs)
+    return idata
+
+
+def run_umbrella(
+    model,
+    cv: str,
+    *,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    starts=None,
+    centres=None,
+    kappa=None,
+    num_warmup: int = 200,
+    num_samples: int = 500,
+    num_chains: int = 2,
+    seed: int | None = None,
+    key=None,
+    target_accept: float = 0.8,
+    refine: int = 1,
+    min_overlap: float = 0.1,
+    past: float = 4.0,
+    max_windows: int = 48,
+    batch: int = 0,
+    metric: str = "window",
+    mesh=None,
+    progress: bool = False,
+):
+    """Umbrella sampling of ``model``'s posterior along its scalar site ``cv``.
+
+    Parameters
+    ----------
+    model : callable
+        A NumPyro model with a finite density (the package's models at any level).
+    cv : str
+        A scalar latent or deterministic site (``aG``, ``cG``, ``a1``, ``c1``, ...).
+    model_args, model_kwargs : tuple, dict
+        The model's arguments.
+    starts : sequence of dict, optional
+        Constrained values of every latent site, one inside each phase (for the package's
+        softmax models: :func:`bayes_attn.experiments.coexistence.phase_starts`); the modes found
+        from them place the default windows. Default: NumPyro's initial value.
+    centres, kappa : optional
+        The windows' centres and bias strength (scalar or per window); default
+        :func:`plan_windows`.
+    num_warmup, num_samples, num_chains : int
+        Per window: dual-averaging steps, draws kept, and chains (R-hat needs two or more).
+    seed, key
+        A seed or a PRNG key (not both; seed 0 when neither).
+    target_accept : float
+        The dual averaging's target acceptance.
+    refine : int
+        Rounds of refinement: windows added where neighbours overlap less than ``min_overlap``
+        (the common area of their histograms of q, :func:`overlap`).
+    past, max_windows
+        The default placement's reach past the outer modes (Laplace sds) and its most windows.
+    batch : int
+        Chains vectorised together (``jax.vmap``); the batches run one after another. 0 (the
+        default) vectorises every window's chains at once, best for a cheap density; 1 runs them
+        one by one, best on a CPU for Level 1, whose gradient does not vectorise well. Also the
+        Hessian-vector products per batch of each window's metric (30 for 0).
+    metric : {"window", "mode"}
+        Each window's dense NUTS metric: the inverse Hessian of its biased potential at its
+        start (``"window"``: a Hessian per window), or the nearest mode's Hessian plus the bias
+        term ``kappa g g'`` (``"mode"``: two Hessians in all; for a costly density in many
+        dimensions, such as Level 1's 900).
+    mesh : jax.sharding.Mesh, optional
+        The devices the windows are split over (default: the local devices).
+    progress : bool
+        Announce the cost before starting and say each stage on stderr.
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior``: every scalar site, dims (chain, draw, window); ``sample_stats``:
+        ``acceptance_rate``, ``n_steps``, ``diverging``, ``step_size``; ``constant_data``:
+        ``centre`` and ``kappa`` per window and the window's ``r_hat``, ``ess_bulk`` and
+        ``acceptance`` (of ``cv``). Attrs: the run record (``sampler = "umbrella"``, seed,
+        chains, warm-up, draws, the model's options, versions) and ``cv``. The windows are
+        sorted by centre. :func:`bayes_attn.analysis.free_energy_profile` turns it into F(q).
+    """
+    num_warmup = check_int("num_warmup", num_warmup, 0)
+    num_samples = check_int("num_samples", num_samples, 4)
+    num_chains = check_int("num_chains", num_chains, 1)
+    refine = check_int("refine", refine, 0)
+    batch = check_int("batch", batch, 0)
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    if not 0.0 < target_accept < 1.0:
+        raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
+    if not 0.0 <= min_overlap < 1.0:
+        raise ValueError(f"min_overlap must be in [0, 1), got {min_overlap}")
+    model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
+    rng, seed, key_attrs = resolve_key(key, seed)
+    k_plan, k_run = jax.random.split(rng)
+    pot = potential.flat_potential(model, model_args, model_kwargs)
+    q = pot.scalar_site(cv)
+    names = _scalar_sites(pot, cv)
+    plan = plan_windows(model, cv, model_args=model_args, model_kwargs=model_kwargs,
+                        starts=starts, centres=centres, kappa=kappa, past=past,
+                        max_windows=max_windows, key=k_plan)  # fmt: skip
+    W = len(plan.centres)
+    if progress:
+        seconds = seconds_per_call(jax.jit(jax.grad(pot.U)), jnp.asarray(plan.starts[0]))
+        lo, hi = GRADIENTS_PER_DRAW
+        draws = W * num_chains * (num_warmup + num_samples)
+        hessians = W if metric == "window" else len(plan.mode_q)
+        extra = 4 * pot.dim * hessians + 3 * 3 * W * RELAX_STEPS
+        announce(
+            f"run_umbrella: {W} windows in {cv} ({plan.centres[0]:.4g} to {plan.centres[-1]:.4g},"
+            f" kappa {plan.kappa[0]:.3g}) x {num_chains} chains x ({num_warmup} warm-up + "
+            f"{num_samples}) draws in {pot.dim} dimensions, {lo} to {hi} gradients per draw"
+            f"{', and up to ' + str(refine) + ' refinement round(s)' if refine else ''}",
+            (extra + lo * draws, extra + hi * draws),
+            seconds,
+        )
+    opts = dict(num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples,
+                target_accept=target_accept, mesh=mesh, progress=progress, batch=batch,
+                metric=metric, plan=plan)  # fmt: skip
+    centres_, kappas = plan.centres, plan.kappa
+    keys = jax.random.split(k_run, refine + 1)
+    chains = _run_windows(pot, q, names, centres_, kappas, True, plan.starts, keys[0], **opts)
+    kappas = chains.kappa
+    rounds = 0
+    for r in range(refine):
+        new_c, new_k, new_x = _refine(centres_, kappas, chains.draws[cv], chains.last, min_overlap)
+        if new_c.size == 0:
+            break
+        rounds += 1
+        say("umbrella: refinement %d adds %d window(s) at q = %s", r + 1, new_c.size,
+            np.array2string(new_c, precision=4), enabled=progress)  # fmt: skip
+        more = _run_windows(pot, q, names, new_c, new_k, False, new_x, keys[r + 1], **opts)
+        order = np.argsort(np.concatenate([centres_, new_c]), kind="stable")
+        centres_ = np.concatenate([centres_, new_c])[order]
+        chains = _merge(chains, more, order)
+        kappas = chains.kappa
+    settings = {
+        "cv": cv,
+        "windows": len(centres_),
+        "target_accept": target_accept,
+        "refine": refine,
+        "refinement_rounds": rounds,
+        "min_overlap": min_overlap,
+        "metric": metric,
+        "batch": batch,
+        "mode_q": plan.mode_q,
+        "mode_sd": plan.mode_sd,
+        **key_attrs,
+    }
+    record = RunRecord("umbrella", seed, num_chains, num_warmup, num_samples, settings=settings)
+    idata = _to_idata(chains, centres_, kappas, cv, record, model, model_args, model_kwargs)
+    if progress:
+        const = az.dataset(idata, "constant_data")
+        for k in range(len(centres_)):
+            say("umbrella: window %d, centre %.4g, kappa %.3g: mean %s %.4g, acceptance %.2f, "
+                "R-hat %.3f, ESS %.0f", k, centres_[k], kappas[k], cv,
+                chains.draws[cv][k].mean(), float(const.acceptance[k]), float(const.r_hat[k]),
+                float(const.ess_bulk[k]))  # fmt: skip
+    return idata
