@@ -58,6 +58,7 @@ def test_statistics_agree_with_their_definitions():
     assert 600 < az.ess(x) < 1500
     assert az.mcse(x) == pytest.approx(x.std() / np.sqrt(x.size), rel=0.2)
     assert az.ess(x[0]) > 200  # one chain as a 1-D array
+    assert az.rhat(x) < 1.02 and az.rhat(x + np.array([[0.0], [1.0]])) > 1.1  # chains apart
     s = az.summary(az.from_dict({"posterior": {"a": x}}), var_names=["a"])
     assert {"mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat"} <= set(s.columns)
     assert s.loc["a", "mean"] == pytest.approx(x.mean())

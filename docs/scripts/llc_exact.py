@@ -6,7 +6,7 @@
    exact MAP: the exact LLC (W_O integrated out, NUTS over the whitened gate) against MALA and
    SGLD on the explicit network's weights at d = 16 and d = 64, SGLD on a halving ladder of ε.
 
-Run: ``.venv/bin/python docs/scripts/llc_exact.py [d ...]`` (about 15 min on 2 busy cores; the
+Run: ``.venv/bin/python docs/scripts/llc_exact.py [d ...] [--quick]`` (about 15 min on 2 busy cores; the
 toy checks only with the default widths 16 and 64). The steps scale as 16 / d (the curvature
 of the network's W_G grows with d) and each kept draw is d / 16 steps after the last.
 """
@@ -70,7 +70,7 @@ def frozen_case(P, d):
     return w_star, call
 
 
-def network_checks(P=20, widths=(16, 64)):
+def network_checks(P=20, widths=(16, 64), ladder=(1e-3, 5e-4, 2.5e-4), draws=4000):
     print(
         "\n| d | sampler | ε | λ̂ ± MCSE | R-hat | acceptance | time (s) |\n|---|---|---|---|---|---|---|"
     )
@@ -82,11 +82,11 @@ def network_checks(P=20, widths=(16, 64)):
               f"{ex.rhat:.3f} | {ex.acceptance:.3f} | {time.perf_counter() - t0:.0f} |")  # fmt: skip
         # the curvature grows with d: the steps scale as 16 / d, each draw d / 16 steps apart
         scale = 16 / d
-        runs = [("mala", 1e-3 * scale)] + [("sgld", e * scale) for e in (1e-3, 5e-4, 2.5e-4)]
+        runs = [("mala", 1e-3 * scale)] + [("sgld", e * scale) for e in ladder]
         for sampler, eps in runs:
             t0 = time.perf_counter()
             est = llc_estimate(run_llc(network_model, w_star, sampler=sampler, step_size=eps,
-                                       num_draws=4000, num_burnin=1000, thinning=d // 16,
+                                       num_draws=draws, num_burnin=1000, thinning=d // 16,
                                        seed=0, **call))  # fmt: skip
             z = (est.llc_mean - ex.llc_mean) / math.hypot(est.mcse, ex.mcse)
             print(f"| {d} | {sampler} | {eps:g} | {est.llc_mean:.4f} ± {est.mcse:.4f} ({z:+.1f} "
@@ -99,7 +99,11 @@ def network_checks(P=20, widths=(16, 64)):
 if __name__ == "__main__":
     import sys
 
-    widths = tuple(int(a) for a in sys.argv[1:]) or (16, 64)
+    quick = "--quick" in sys.argv  # the smallest SGLD step only, 2000 draws (for d = 256)
+    widths = tuple(int(a) for a in sys.argv[1:] if a != "--quick") or (16, 64)
     if widths == (16, 64):
         toy_checks()
-    network_checks(widths=widths)
+    if quick:
+        network_checks(widths=widths, ladder=(2.5e-4,), draws=2000)
+    else:
+        network_checks(widths=widths)
