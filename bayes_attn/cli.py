@@ -687,7 +687,7 @@ _SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed")
 @click.option(
     "--kind",
     cls=_RequiredUnlessConfig,
-    type=click.Choice(("theory", "nuts", "sgld", "adam", "protocol", "llc")),
+    type=click.Choice(("theory", "nuts", "sgld", "adam", "protocol", "llc", "landscape")),
     default=None,
     help="what to run at each point",
 )
@@ -883,7 +883,7 @@ def landscape(ctx, preset, level, activation, P, gram_width, warmup, samples, ch
 @_fold_option
 @_verbosity_options
 def diagnose(path, plots, var_names, fold):
-    """Read a NetCDF result (posterior, Adam ensemble or sweep); print its table and plot it."""
+    """Read a NetCDF result (posterior, Adam ensemble, sweep or landscape); print and plot it."""
     import matplotlib
 
     matplotlib.use("Agg")

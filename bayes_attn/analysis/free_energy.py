@@ -81,10 +81,15 @@ def _mbar(q_n, N_k, centres, kappa):
 
 def _expect(mbar, indicators) -> tuple[np.ndarray, np.ndarray]:
     """Unbiased expectations of the rows of ``indicators`` and their covariance (MBAR's asymptotic
-    covariance, assembled from its ``Theta`` as pymbar assembles the diagonal ``sigma``)."""
-    out = mbar.compute_multiple_expectations(
-        indicators, np.zeros(indicators.shape[1]), return_theta=True
-    )
+    covariance, assembled from its ``Theta`` as pymbar assembles the diagonal ``sigma``). Where
+    pymbar's default (SVD) covariance does not converge, its ``approximate`` one is used."""
+    kw = {"return_theta": True}
+    try:
+        out = mbar.compute_multiple_expectations(indicators, np.zeros(indicators.shape[1]), **kw)
+    except np.linalg.LinAlgError:
+        out = mbar.compute_multiple_expectations(
+            indicators, np.zeros(indicators.shape[1]), uncertainty_method="approximate", **kw
+        )
     n = indicators.shape[0]
     T = np.asarray(out["Theta"])
     cov = T[:n, :n] + T[n:, n:] - T[:n, n:] - T[n:, :n]
@@ -217,8 +222,10 @@ def free_energy_profile(
         F_se = np.where(mu > 0, np.sqrt(np.clip(np.diag(cov), 0, None)) / mu, np.nan)
     centre_q = 0.5 * (edges[:-1] + edges[1:])
     minima, tops = profile_minima(centre_q, F, min_depth=min_depth)
-    O = np.asarray(mbar.compute_overlap()["matrix"])
-    over = np.append(np.diag(O, 1), np.nan)
+    try:
+        over = np.append(np.diag(np.asarray(mbar.compute_overlap()["matrix"]), 1), np.nan)
+    except np.linalg.LinAlgError:  # the overlap's eigenvalues did not converge: windows apart
+        over = np.append(np.zeros(len(centres) - 1), np.nan)
     _warn_overlap(over, centres, min_overlap)
     if len(minima) >= 2:
         top = int(np.argmax(np.where(np.isfinite(F[minima[0] : minima[-1] + 1]),
@@ -262,7 +269,7 @@ def free_energy_profile(
         coords={"q": centre_q, "window": np.arange(len(centres)), "divide_q": divides},
     )
     ds.attrs.update({k: v for k, v in az.dataset(idata, "posterior").attrs.items()
-                     if isinstance(v, str | int | float | np.ndarray)})  # fmt: skip
+                     if isinstance(v, str | int | float | np.ndarray | np.generic)})  # fmt: skip
     ds.attrs.update(cv=cv, min_depth=min_depth, min_overlap=min_overlap, method="mbar")
     ds["F"].attrs["description"] = f"-log p({cv}) (normalised density, MBAR over the windows)"
     ds["delta_F"].attrs["description"] = "log P(q < divide) - log P(q >= divide)"

@@ -1,5 +1,6 @@
-"""Experiments: the paper protocol, resumable sweeps, hysteresis, coexisting phases beyond Level 2
-and precursors; each combines the theory, the samplers and the statistics, and writes NetCDF."""
+"""Experiments: the paper protocol, resumable sweeps, hysteresis, coexisting phases beyond Level 2,
+precursors and the free-energy landscape; each combines the theory, the samplers and the
+statistics, and writes NetCDF."""
 
 from bayes_attn.experiments.coexistence import (
     ensemble_occupancy,
@@ -13,16 +14,20 @@ from bayes_attn.experiments.hysteresis import (
     orthonormal_start,
     theory_sweep,
 )
+from bayes_attn.experiments.landscape import landscape_report, run_landscape, write_landscape
 from bayes_attn.experiments.precursors import precursors
 
 __all__ = [
     "ensemble_occupancy",
     "hysteresis_sweep",
     "jump_points",
+    "landscape_report",
     "orthonormal_start",
     "phase_free_energies",
     "phase_starts",
     "precursors",
+    "run_landscape",
     "start_occupancy",
     "theory_sweep",
+    "write_landscape",
 ]

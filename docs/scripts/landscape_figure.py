@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from bayes_attn import _arviz as az  # noqa: E402
@@ -29,7 +30,7 @@ SMC = FOLDER / "level1_delta_f_P272_d0.nc"
 def main():
     idata = az.from_netcdf(RUN)
     divide = float(az.dataset(idata, "posterior").attrs["level_divide_aG"])
-    prof = landscape_report(idata, divide=divide)
+    prof = landscape_report(idata, divide=divide, divides=np.round(np.arange(1.3, 3.51, 0.1), 2))
     smc = xr.open_dataset(SMC, engine="h5netcdf").load()
     fig, (a, b) = plt.subplots(1, 2, figsize=(11.0, 4.2))
     landscape_profile(prof, a, label="Level 1, P = 272 (umbrella + MBAR)")
