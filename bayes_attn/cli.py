@@ -831,7 +831,12 @@ def figures(ctx, out, quick, only, configs):
 @click.option("--warmup", type=click.IntRange(min=0), default=100, help="warm-up steps per window")
 @click.option("--samples", type=click.IntRange(min=4), default=250, help="draws per window")
 @click.option("--chains", type=click.IntRange(min=1), default=1, help="chains per window")
-@click.option("--windows", type=click.IntRange(min=8), default=32, help="most default windows")
+@click.option(
+    "--windows",
+    type=click.IntRange(min=8),
+    default=32,
+    help="the most windows the automatic placement may use",
+)
 @click.option("--refine", type=click.IntRange(min=0), default=1, help="refinement rounds")
 @click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
 @_out_option("landscape.nc", help="InferenceData NetCDF file (its folder must exist)")

@@ -60,6 +60,7 @@ def _run_quick(example: str, out: pathlib.Path) -> subprocess.CompletedProcess:
     return res
 
 
+@pytest.mark.slow  # about a minute of CPU: the example end to end
 def test_reduced_posterior_example(tmp_path):
     out = tmp_path / "rp"
     res = _run_quick("reduced_posterior.py", out)
@@ -68,6 +69,7 @@ def test_reduced_posterior_example(tmp_path):
         assert (out / name).stat().st_size > 1000, name
 
 
+@pytest.mark.slow  # about a minute of CPU: the example end to end
 def test_multimodal_softmax_example(tmp_path):
     out = tmp_path / "mm"
     res = _run_quick("multimodal_softmax.py", out)

@@ -102,6 +102,7 @@ def _gaussian_model(mu, chol, a):
     return model
 
 
+@pytest.mark.slow  # 20 windows x 2000 draws in 50 dimensions: minutes under load
 def test_correlated_gaussian_linear_cv_is_a_parabola():
     rng = np.random.default_rng(0)
     k = 50
@@ -186,6 +187,7 @@ def test_bad_input_is_refused():
         run_umbrella(model, "q", num_samples=0)
 
 
+@pytest.mark.slow  # three umbrella runs end to end; the bad input is in the default run
 def test_cli_landscape_diagnose_and_sweep(tmp_path, capsys):
     """The command line (Level 2, a small run) writes a landscape that ``diagnose`` reports, and
     a ``landscape`` sweep point gives the same numbers from the same seed."""
