@@ -62,6 +62,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # over 20 s on 2 cores: the default suite's 10-minute budget
 def test_two_processes_match_one_process(tmp_path):
     port = _free_port()
     procs = []

@@ -211,6 +211,7 @@ def test_init_embeddings_are_init_params_embeddings():
     np.testing.assert_array_equal(p, full["p"])
 
 
+@pytest.mark.slow  # over 20 s on 2 cores: the default suite's 10-minute budget
 def test_frozen_protocol_point_lines_up_with_the_explicit_protocol():
     """The exact path sees the explicit protocol's members: the same embeddings (those Adam holds
     fixed) and datasets; at d = 10^4 its MAP sits on the Level-2 saddle and every start agrees.

@@ -109,6 +109,7 @@ def test_run_nuts_checks_metric_and_start():
         run_nuts(gaussian, model_args=(MU, COV), start={"x": MU}, progress_bar=False)
 
 
+@pytest.mark.slow  # over 20 s on 2 cores: the default suite's 10-minute budget
 def test_the_readme_d10000_call_runs_at_a_small_size():
     """The README's frozen-embedding block (Level 1 with the embeddings' Gram, the Laplace metric
     started from the exact MAP), the same calls at L = 8, V = 3, d = 200; the README uses the

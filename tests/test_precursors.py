@@ -28,6 +28,7 @@ def softmax_P_star():
     return phase_boundaries(ba.CopyTask.paper(), ba.Hyper.paper()).first_order
 
 
+@pytest.mark.slow  # over 20 s on 2 cores: the default suite's 10-minute budget
 def test_nuts_variance_matches_quadrature_not_laplace_near_P_star(linear_P_star):
     """Linear P = 0.9 P* = 20.5: NUTS agrees with quadrature, and rejects Laplace (0.0101 vs 0.0067).
     Softmax P = 250 (below the lower spinodal 265, one phase): NUTS agrees with quadrature.

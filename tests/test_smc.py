@@ -158,6 +158,7 @@ def gaussian10_data():
     return y, exact
 
 
+@pytest.mark.slow  # over 20 s on 2 cores: the default suite's 10-minute budget
 def test_conjugate_gaussian_in_10_dimensions_at_the_defaults():
     """The model of :func:`gaussian10_data` with RWM moves (10 dimensions)."""
     D, n, tau = GAUSS10["D"], GAUSS10["n"], GAUSS10["tau"]
@@ -187,6 +188,7 @@ def wide_regression_model(X, y, tau, sigma):
     numpyro.sample("y", dist.Normal(X @ b, sigma).to_event(1), obs=y)
 
 
+@pytest.mark.slow  # over 20 s on 2 cores: the default suite's 10-minute budget
 def test_wide_regression_with_hmc_at_the_defaults():
     """150 dimensions: HMC moves with the cloud's diagonal as the metric (1000 particles < 10 d),
     the path that Level 1 and the network take. The evidence within the budget, and the moves per
