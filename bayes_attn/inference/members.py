@@ -229,6 +229,26 @@ def _announce_members(logdensity_fn, positions, first, num_adapt, steps):
     )
 
 
+def adapt_nuts_step(key, x0, logdensity, inv_mass, num_steps, target_accept):
+    """BlackJAX NUTS from ``x0`` at a fixed inverse mass matrix, its step adapted by dual averaging
+    (from 0.5, towards ``target_accept``) over ``num_steps`` steps: the last NUTS state and the
+    adapted step. Traceable; the one warm-up of ``member_nuts`` and of the umbrella windows."""
+    import blackjax
+    from blackjax.adaptation.step_size import dual_averaging_adaptation
+
+    init, update, final = dual_averaging_adaptation(target_accept)
+    kernel = blackjax.nuts.build_kernel()
+
+    def step(carry, k):
+        state, da = carry
+        state, info = kernel(k, state, logdensity, jnp.exp(da.log_step_size), inv_mass)
+        return (state, update(da, info.acceptance_rate)), None
+
+    start = (blackjax.nuts.init(x0, logdensity), init(jnp.asarray(0.5, x0.dtype)))
+    (state, da), _ = jax.lax.scan(step, start, jax.random.split(key, num_steps))
+    return state, final(da)
+
+
 def member_nuts(
     logdensity_fn,
     observe_fn,
@@ -284,7 +304,6 @@ def member_nuts(
         ``inverse_mass_matrix`` (k, k).
     """
     import blackjax
-    from blackjax.adaptation.step_size import dual_averaging_adaptation
 
     num_adapt = check_int("num_adapt", num_adapt, 1)
     num_burn = check_int("num_burn", num_burn, 0)
@@ -303,20 +322,9 @@ def member_nuts(
 
     @jax.jit
     def adapt(key, x0, args, inv_mass):
-        init, update, final = dual_averaging_adaptation(target_accept)
-        kernel = blackjax.nuts.build_kernel()
-
-        def logdensity(x):
-            return logdensity_fn(x, *args)
-
-        def step(carry, k):
-            state, da = carry
-            state, info = kernel(k, state, logdensity, jnp.exp(da.log_step_size), inv_mass)
-            return (state, update(da, info.acceptance_rate)), None
-
-        start = (blackjax.nuts.init(x0, logdensity), init(jnp.asarray(0.5, x0.dtype)))
-        (state, da), _ = jax.lax.scan(step, start, jax.random.split(key, num_adapt))
-        return final(da), state.position
+        logdensity = lambda x: logdensity_fn(x, *args)  # noqa: E731
+        state, step_size = adapt_nuts_step(key, x0, logdensity, inv_mass, num_adapt, target_accept)
+        return step_size, state.position
 
     @jax.jit
     def run(keys, positions, member_args, step_size, inv_mass):

@@ -59,6 +59,7 @@ from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.inference import potential
 from bayes_attn.inference._call import resolve_key
+from bayes_attn.inference.members import adapt_nuts_step
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.sharding import member_mesh, sharded_map
 from bayes_attn.progress import announce, say, seconds_per_call
@@ -339,7 +340,6 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
                  num_samples, target_accept, mesh, progress, batch, metric, plan) -> _Chains:  # fmt: skip
     """Relax, take the metric, and run every window's chains in one vectorised program."""
     import blackjax
-    from blackjax.adaptation.step_size import dual_averaging_adaptation
 
     biased_U = _biased(pot.U, q)
     W = len(centres)
@@ -358,17 +358,9 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
     def chain(args):
         k, x, c, kap, inv = args
         logdensity = lambda z: -biased_U(z, c, kap)  # noqa: E731
-        init, update, final = dual_averaging_adaptation(target_accept)
         k_warm, k_draw = jax.random.split(k)
-
-        def warm(carry, kk):
-            state, da = carry
-            state, info = kernel(kk, state, logdensity, jnp.exp(da.log_step_size), inv)
-            return (state, update(da, info.acceptance_rate)), None
-
-        start = (blackjax.nuts.init(x, logdensity), init(jnp.asarray(0.5, x.dtype)))
-        (state, da), _ = jax.lax.scan(warm, start, jax.random.split(k_warm, num_warmup))
-        step = final(da) if num_warmup else jnp.asarray(0.5, x.dtype)
+        state, step = adapt_nuts_step(k_warm, x, logdensity, inv, num_warmup, target_accept)
+        step = step if num_warmup else jnp.asarray(0.5, x.dtype)
 
         def draw(state, kk):
             state, info = kernel(kk, state, logdensity, step, inv)
