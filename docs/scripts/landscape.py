@@ -6,11 +6,14 @@ nested dataset ``task.sample(jax.random.key(DATASET), 320)[:P]`` of
 ``docs/scripts/level1_transition.py`` (the dataset of the SMC row, ``level1_delta_f.py``), written
 to ``docs/figures/paper/landscape_kernel_P<P>_d<DATASET>.nc`` with the command and wall time in
 its attrs, and its report printed (ΔF at SMC's divide, the level's own ``level_modes`` divide, and
-ΔF as the divide moves). ``small``: the same at the small preset (sigma^2 = 5, ``key(1)``, P = 42),
+ΔF as the divide moves). ``scan``: the same at every P of ``--Ps``
+(default :data:`SCAN`) on fixed windows, into ``docs/figures/paper/landscape_scan/``, skipping the
+points already written. ``small``: the same at the small preset (sigma^2 = 5, ``key(1)``, P = 42),
 against SMC's 43.34 ± 0.14. ``figure``: the figure from the files written.
 
 Run: ``.venv/bin/python docs/scripts/landscape.py run --P 272`` (about an hour on two cores);
-``... small``; ``... figure``.
+``... scan [--gram-width 10000]`` (about ten minutes a point on a quiet core); ``... small``;
+``... figure``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -35,6 +39,13 @@ from bayes_attn.experiments.landscape import (
 #: vectorise on a CPU), the metric from the two modes' Hessians
 UMBRELLA = {"num_warmup": 100, "num_samples": 250, "num_chains": 1, "refine": 1, "batch": 1,
             "metric": "mode", "max_windows": 32}  # fmt: skip
+
+
+#: the scan's P values (Table 1, around the softmax transition; the nested pool holds 320)
+SCAN = (272, 260, 266, 278, 284, 290, 300, 310, 320)
+#: the scan's windows, the same at every P (the default placement needs both modes, and above
+#: Level 1's upper spinodal the weak one is gone): 33 centres 0.134 apart, kappa 1 / spacing^2
+SCAN_CENTRES = np.linspace(0.1, 4.4, 33)
 
 
 def measure(task, hyper, tokens, out, command, *, gram_width=None, **opts):
@@ -55,8 +66,10 @@ def measure(task, hyper, tokens, out, command, *, gram_width=None, **opts):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("run", "small", "figure"))
+    parser.add_argument("what", choices=("run", "scan", "small", "figure"))
     parser.add_argument("--P", type=int, default=272)
+    parser.add_argument("--Ps", default=",".join(map(str, SCAN)),
+                        help="scan: the P values, comma-separated")  # fmt: skip
     parser.add_argument("--dataset", type=int, default=0)
     parser.add_argument("--gram-width", type=int, default=None)
     parser.add_argument("--samples", type=int, default=UMBRELLA["num_samples"])
@@ -73,11 +86,21 @@ def main(argv=None):
         out = args.out or "docs/figures/coexistence/landscape_kernel_P42.nc"
         return measure(task, hyper, tokens, out, command, num_samples=args.samples)
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
-    tokens = task.sample(jax.random.key(args.dataset), 320)[: args.P]
+    pool = task.sample(jax.random.key(args.dataset), 320)
     g = f"_g{args.gram_width}" if args.gram_width else ""
-    out = args.out or f"docs/figures/paper/landscape_kernel_P{args.P}_d{args.dataset}{g}.nc"
-    measure(task, hyper, tokens, out, command, gram_width=args.gram_width,
-            num_samples=args.samples)  # fmt: skip
+    if args.what == "run":
+        out = args.out or f"docs/figures/paper/landscape_kernel_P{args.P}_d{args.dataset}{g}.nc"
+        return measure(task, hyper, pool[: args.P], out, command, gram_width=args.gram_width,
+                       num_samples=args.samples)  # fmt: skip
+    for P in (int(p) for p in args.Ps.split(",")):  # resumable: a point written is skipped
+        out = f"docs/figures/paper/landscape_scan/kernel_P{P}_d{args.dataset}{g}.nc"
+        if Path(out).exists():
+            print(f"P = {P}: {out} exists, skipped", flush=True)
+            continue
+        print(f"==== P = {P}{' (Gram of d = ' + str(args.gram_width) + ')' if g else ''}",
+              flush=True)  # fmt: skip
+        measure(task, hyper, pool[:P], out, command, gram_width=args.gram_width,
+                num_samples=args.samples, centres=SCAN_CENTRES)  # fmt: skip
 
 
 if __name__ == "__main__":
