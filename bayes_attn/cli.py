@@ -823,8 +823,8 @@ def figures(ctx, out, quick, only, configs):
     default="kernel",
     help="order parameters (Level 2) or kernel limit (Level 1; with --gram-width, a network)",
 )
-@click.option("--activation", type=click.Choice(("softmax",)), default="softmax",
-              help="attention activation (the profile is of softmax's aG)")  # fmt: skip
+@click.option("--activation", type=click.Choice(("softmax", "linear")), default="softmax",
+              help="attention activation (the profile is of softmax's aG, of linear's cG)")  # fmt: skip
 @click.option("--P", "P", type=float, default=272.0, help="training sequences")
 @click.option("--gram-width", type=click.IntRange(min=1), default=None, show_default="g = I",
               help="kernel: the Gram of one prior draw of embeddings of this width")  # fmt: skip
@@ -837,17 +837,21 @@ def figures(ctx, out, quick, only, configs):
     default=32,
     help="the most windows the automatic placement may use",
 )
+@click.option("--centres", default=None, metavar="LO:HI:N", show_default="from the modes",
+              help="N evenly spaced window centres from LO to HI")  # fmt: skip
 @click.option("--refine", type=click.IntRange(min=0), default=1, help="refinement rounds")
 @click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
 @_out_option("landscape.nc", help="InferenceData NetCDF file (its folder must exist)")
 @_verbosity_options
 @click.pass_context
 def landscape(ctx, preset, level, activation, P, gram_width, warmup, samples, chains, windows,
-              refine, seed, out):  # fmt: skip
-    """Free-energy profile F(aG) by umbrella sampling + MBAR, beside Level 2; write NetCDF."""
+              centres, refine, seed, out):  # fmt: skip
+    """Free-energy profile F(aG) (linear: F(cG)) by umbrella sampling + MBAR, beside Level 2;
+    write NetCDF."""
     from bayes_attn._validation import check_positive
 
     P = check_positive("P", P)
+    grid = _centres(centres)
     if gram_width is not None and level != "kernel":
         raise click.BadParameter("only with --level kernel", param_hint="--gram-width")
     from bayes_attn.experiments.landscape import (
@@ -858,15 +862,34 @@ def landscape(ctx, preset, level, activation, P, gram_width, warmup, samples, ch
     )
 
     t0 = time.perf_counter()
-    log.info("umbrella sampling of aG at the %s level, P=%g", level, P)
+    log.info("umbrella sampling of %s at the %s level, P=%g",
+             "aG" if activation == "softmax" else "cG", level, P)  # fmt: skip
     idata = run_landscape(
         *preset, P, level, activation, gram_width=gram_width, seed=seed,
         progress=ctx.obj["progress"], num_warmup=warmup, num_samples=samples,
-        num_chains=chains, max_windows=windows, refine=refine,
+        num_chains=chains, max_windows=windows, refine=refine, centres=grid,
     )  # fmt: skip
     write_landscape(idata, out)
     log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
     click.echo(landscape_text(landscape_report(idata)))
+
+
+def _centres(text):
+    """``LO:HI:N`` -> N evenly spaced centres (None stays None)."""
+    if text is None:
+        return None
+    try:
+        lo, hi, n = text.split(":")
+        lo, hi, n = float(lo), float(hi), int(n)
+    except ValueError:
+        raise click.BadParameter(
+            f"expected LO:HI:N, got {text!r}", param_hint="--centres"
+        ) from None
+    if not (n >= 2 and hi > lo):
+        raise click.BadParameter(f"need N >= 2 and HI > LO, got {text!r}", param_hint="--centres")
+    import numpy as np
+
+    return np.linspace(lo, hi, n)
 
 
 @cli.command()

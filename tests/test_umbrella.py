@@ -167,8 +167,30 @@ def test_reduced_profile_is_normalised():
     F = reduced_profile(task, hyper, P_STAR, "softmax", x, include_logdet=True)
     log_mass = logsumexp(-F) + math.log(x[1] - x[0])
     assert log_mass == pytest.approx(0.0, abs=1e-3)
-    with pytest.raises(ValueError, match="activation"):
+    with pytest.raises(ValueError, match="var"):
         reduced_profile(task, hyper, P_STAR, "linear", x)
+
+
+def test_linear_marginal_profile_against_a_brute_force_grid():
+    """Linear attention's F(cG) (c1 integrated out on the census grid) is normalised, puts half
+    the mass in each Z2 image, and matches a dense 2-D grid sum of the same density (Riemann sum,
+    spacing 1e-3 in c1 over [-3, 3]: error far below the 1e-3 tolerance for this smooth density)."""
+    from bayes_attn.theory.modes import linear_log_density
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    P = 400.0
+    q = np.linspace(-3.0, 3.0, 1201)
+    F = reduced_profile(task, hyper, P, "linear", q, var="cG")
+    h = q[1] - q[0]
+    assert logsumexp(-F) + math.log(h) == pytest.approx(0.0, abs=1e-4)
+    assert logsumexp(-F[q > 0]) + math.log(h) == pytest.approx(math.log(0.5), abs=2e-3)
+    c1 = np.arange(-3.0, 3.0, 1e-3)
+    pts = np.array([0.0, 0.4, 0.79, 1.2])
+    grid = np.stack(np.broadcast_arrays(c1[None], pts[:, None]), -1)
+    brute = -logsumexp(linear_log_density(task, hyper, P, grid), axis=1) - math.log(1e-3)
+    exact = reduced_profile(task, hyper, P, "linear", pts, var="cG")
+    shift = exact - brute  # the normalisation, the same constant at every point
+    assert np.ptp(shift) < 1e-3
 
 
 def test_profile_minima_and_overlap():
@@ -188,6 +210,27 @@ def test_bad_input_is_refused():
         run_umbrella(model, "q", starts=[{"x": np.zeros(2)}], centres=[1.0])
     with pytest.raises(ValueError, match="num_samples"):
         run_umbrella(model, "q", num_samples=0)
+    from bayes_attn.cli import main
+
+    assert main(["-q", "landscape", "--level", "reduced", "--centres", "1:0:3"]) == 2
+    assert main(["-q", "landscape", "--level", "reduced", "--centres", "a:b"]) == 2
+
+
+@pytest.mark.slow  # 11 windows x 2 chains x 1000 draws of the 2-D Level 2, ~1 min on 2 cores
+def test_linear_level2_profile_against_the_marginal():
+    """Umbrella + MBAR along linear attention's cG at Level 2 (P = 400, log-determinant in)
+    against the quadrature marginal F(cG), conditioned on the windows' range: every bin within 3
+    s.e. (measured: |z| <= 2.3 over 60 bins, seed 0)."""
+    from bayes_attn.experiments.landscape import run_landscape
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    idata = run_landscape(task, hyper, 400, "reduced", "linear", centres=np.linspace(0.55, 1.05, 11),
+                          num_warmup=200, num_samples=1000, num_chains=2, refine=0, seed=0,
+                          progress=False)  # fmt: skip
+    prof = landscape_report(idata)
+    ok = np.isfinite(prof.F_se.values)
+    z = (prof.F.values - prof.F_level2.values)[ok] / prof.F_se.values[ok]
+    assert ok.sum() > 40 and np.max(np.abs(z)) < 3.0, z
 
 
 @pytest.mark.slow  # three umbrella runs end to end; the bad input is in the default run

@@ -34,6 +34,7 @@ import warnings
 
 import numpy as np
 import xarray as xr
+from scipy.special import logsumexp
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
@@ -288,19 +289,21 @@ def _warn_overlap(over, centres, min_overlap) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# The landscape of the softmax order parameter beside Level 2
+# The landscape of an order parameter beside Level 2
 
 
 def landscape_report(idata, *, grid=None, divide=None, divides=None) -> xr.Dataset:
-    """F(aG) by MBAR (:func:`free_energy_profile`) with the exact Level-2 profile ``F_level2`` on
+    """F(q) by MBAR (:func:`free_energy_profile`) with the exact Level-2 profile ``F_level2`` on
     the same grid (bin averages, at the run's P and preset, the log-determinant in as Level 1 has
-    it), and the windows' ``r_hat``, ``ess_bulk`` and ``acceptance``."""
+    it; softmax aG, or linear cG with c1 integrated out), and the windows' ``r_hat``, ``ess_bulk``
+    and ``acceptance``."""
     prof = free_energy_profile(idata, grid, divide=divide, divides=divides)
     a = prof.attrs
     const = az.dataset(idata, "constant_data")
     for name in ("r_hat", "ess_bulk", "acceptance"):
         prof[name] = ("window", const[name].values)
-    if a.get("cv") == "aG" and "L" in a:
+    act = str(a.get("activation", "softmax"))
+    if "L" in a and (act, a.get("cv")) in (("softmax", "aG"), ("linear", "cG")):
         from bayes_attn.task import CopyTask, Hyper
 
         task = CopyTask(L=int(a["L"]), V=int(a["V"]))
@@ -308,21 +311,26 @@ def landscape_report(idata, *, grid=None, divide=None, divides=None) -> xr.Datas
                       sigma2=float(a["sigma2"]))  # fmt: skip
         logdet = bool(a.get("include_logdet", 1)) if a.get("level") == "reduced" else True
         try:
-            prof["F_level2"] = ("q", _bin_profile(task, hyper, float(a["P"]), prof, logdet))
+            prof["F_level2"] = ("q", _bin_profile(task, hyper, float(a["P"]), prof, logdet, act))
         except ValueError as err:  # no two phases at this preset: no Level-2 line
             say("landscape: no Level-2 profile (%s)", err)
     return prof
 
 
-def _bin_profile(task, hyper, P, prof, include_logdet) -> np.ndarray:
-    """-log of the Level-2 mass of each bin over its width (41-point trapezoid per bin)."""
+def _bin_profile(task, hyper, P, prof, include_logdet, activation="softmax") -> np.ndarray:
+    """-log of the Level-2 mass of each bin over its width (41-point trapezoid per bin), the
+    density conditioned on the grid's range (the range MBAR's F is normalised over: for linear
+    attention's cG one Z2 image, half the mass)."""
     lo, hi = prof.edge_lo.values, prof.edge_hi.values
     t = np.linspace(0.0, 1.0, 41)
     x = lo[:, None] + (hi - lo)[:, None] * t[None]
-    F = reduced_profile(task, hyper, P, "softmax", x, include_logdet)
+    var = "aG" if activation == "softmax" else "cG"
+    F = reduced_profile(task, hyper, P, activation, x, include_logdet, var=var)
     top = np.min(F, axis=1, keepdims=True)
     mass = np.trapezoid(np.exp(-(F - top)), x, axis=1)
-    return top[:, 0] - np.log(mass / (hi - lo))
+    F_bin = top[:, 0] - np.log(mass / (hi - lo))
+    ok = np.isfinite(F_bin)  # conditioned on the grid's range, as MBAR's F is
+    return F_bin + logsumexp(-F_bin[ok] + np.log(hi - lo)[ok])
 
 
 def landscape_text(prof) -> str:

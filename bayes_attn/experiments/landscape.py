@@ -1,10 +1,11 @@
-"""The free-energy landscape of the softmax order parameter at one level, beside Level 2.
+"""The free-energy landscape of an order parameter at one level, beside Level 2.
 
 :func:`run_landscape` builds the model at a level (``reduced``: Level 2; ``kernel``: Level 1, with
-``gram_width`` the exact posterior of a network of that width with frozen embeddings, one prior
-draw) on a dataset, starts umbrella windows from the modes of both phases
-(:func:`bayes_attn.experiments.coexistence.phase_starts`, then the mode finder), and runs
-:func:`bayes_attn.inference.run_umbrella` along ``aG``. :func:`landscape_report` turns the result
+``gram_width`` or ``gram`` the exact posterior of a network of that width with frozen embeddings)
+on a dataset, starts umbrella windows from the modes (softmax: both phases',
+:func:`bayes_attn.experiments.coexistence.phase_starts`; linear: the MAP's), and runs
+:func:`bayes_attn.inference.run_umbrella` along the order parameter of :data:`CV` (softmax ``aG``,
+linear ``cG``). :func:`landscape_report` turns the result
 into F(aG) by MBAR with the exact Level-2 profile beside it, and :func:`landscape_text` says it
 in a few lines (both from :mod:`bayes_attn.analysis.free_energy`, re-exported here).
 
@@ -19,18 +20,21 @@ import os
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 
 from bayes_attn import _arviz as az
 from bayes_attn import algebra
-from bayes_attn._validation import check_activation, check_int
+from bayes_attn._validation import check_activation, check_gram, check_int
 from bayes_attn.analysis.free_energy import landscape_report, landscape_text
 from bayes_attn.experiments.coexistence import phase_starts
 from bayes_attn.inference.umbrella import run_umbrella
 from bayes_attn.models.levels import model_at, model_with_data
 from bayes_attn.models.network import init_embeddings
 from bayes_attn.progress import say
+from bayes_attn.theory import global_saddle
+from bayes_attn.theory.level1 import level1_map
 
-__all__ = ["LANDSCAPE_LEVELS", "landscape_report", "landscape_text", "run_landscape",
+__all__ = ["CV", "LANDSCAPE_LEVELS", "landscape_report", "landscape_text", "run_landscape",
            "write_landscape"]  # fmt: skip
 
 #: the levels a landscape is measured at (the network's own posterior is Level 1 with its Gram)
@@ -40,27 +44,33 @@ LANDSCAPE_LEVELS = ("reduced", "kernel")
 #: Hessian costs 900 Hessian-vector products (one chain at a time, the two modes' Hessians)
 LEVEL_SETTINGS = {"reduced": {"batch": 0, "metric": "window"},
                   "kernel": {"batch": 1, "metric": "mode"}}  # fmt: skip
+#: the order parameter each activation's landscape is of
+CV = {"softmax": "aG", "linear": "cG"}
 #: what the embeddings' key folds into the run's key, so the Gram's draw is apart from the data's
 GRAM_FOLD = 2
 
 
-def landscape_model(task, hyper, P, level, *, tokens=None, gram_width=None, seed=0,
-                    include_logdet=True):  # fmt: skip
-    """``(model, args, kwargs)``: the level's softmax model on ``tokens`` (or on a dataset drawn
-    from ``seed`` by :func:`~bayes_attn.models.levels.model_with_data`), with the Gram of one
-    prior draw of embeddings of width ``gram_width`` at Level 1."""
+def landscape_model(task, hyper, P, level, activation="softmax", *, tokens=None, gram_width=None,
+                    gram=None, seed=0, include_logdet=True):  # fmt: skip
+    """``(model, args, kwargs)``: the level's model on ``tokens`` (or on a dataset drawn from
+    ``seed`` by :func:`~bayes_attn.models.levels.model_with_data`), at Level 1 with ``gram`` or
+    the Gram of one prior draw of embeddings of width ``gram_width``."""
     if level not in LANDSCAPE_LEVELS:
         raise ValueError(f"level must be one of {LANDSCAPE_LEVELS}, got {level!r}")
+    if gram_width is not None and gram is not None:
+        raise ValueError("gram_width, gram: give one or neither")
     if level == "reduced":
-        if gram_width is not None:
-            raise ValueError("gram_width: only for level 'kernel'")
-        return model_with_data("reduced", task, hyper, float(P), "softmax",
+        if gram_width is not None or gram is not None:
+            raise ValueError("gram_width, gram: only for level 'kernel'")
+        return model_with_data("reduced", task, hyper, float(P), activation,
                                include_logdet=include_logdet)  # fmt: skip
     if tokens is None:
-        model, args, kwargs = model_with_data("kernel", task, hyper, int(P), "softmax", seed=seed)
+        model, args, kwargs = model_with_data("kernel", task, hyper, int(P), activation, seed=seed)
     else:
-        model, args, kwargs = model_at("kernel", task, hyper, tokens, "softmax")
-    if gram_width is not None:
+        model, args, kwargs = model_at("kernel", task, hyper, tokens, activation)
+    if gram is not None:
+        kwargs = {**kwargs, "gram": jnp.asarray(check_gram(gram, task.n_features))}
+    elif gram_width is not None:
         d = check_int("gram_width", gram_width, 1)
         k = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), GRAM_FOLD)
         kwargs = {**kwargs, "gram": algebra.embedding_gram(*init_embeddings(k, task, hyper, d))}
@@ -76,24 +86,31 @@ def run_landscape(
     *,
     tokens=None,
     gram_width: int | None = None,
+    gram=None,
     include_logdet: bool = True,
     seed: int = 0,
     progress: bool = True,
     **umbrella,
 ):
-    """Umbrella sampling along ``aG`` of the softmax posterior at ``level`` (module docstring).
+    """Umbrella sampling along the order parameter of ``activation`` (:data:`CV`) of the
+    posterior at ``level`` (module docstring).
 
     Parameters
     ----------
     task, hyper, P
         The preset and the training-set size.
     level : {"reduced", "kernel"}
-    activation : {"softmax"}
+    activation : {"softmax", "linear"}
+        Softmax: the profile of ``aG``, windows from both phases' modes; linear: of ``cG``,
+        windows from the MAP (give ``centres`` to reach the pooled side, cG near 0).
     tokens : (P, L) ints, optional
         The dataset (``kernel``); default drawn from ``seed`` as the CLI's ``sample`` draws it.
     gram_width : int, optional
         ``kernel`` only: the Gram of one prior draw of embeddings of this width (the exact
         posterior of that network with frozen embeddings); None is g = I.
+    gram : (n, n) array, optional
+        ``kernel`` only, instead of ``gram_width``: a given Gram (for example a protocol
+        member's, :func:`bayes_attn.experiments.frozen.member_grams`).
     include_logdet : bool
         ``reduced`` only: the log-determinant in the density (Level 1 carries its own).
     seed : int
@@ -106,24 +123,36 @@ def run_landscape(
     Returns
     -------
     InferenceData
-        :func:`run_umbrella`'s result, its attrs with ``level``, ``gram_width`` (0 for g = I).
+        :func:`run_umbrella`'s result, its attrs with ``level``, ``gram_width`` (0 for g = I, -1
+        for a given ``gram``).
     """
     check_activation(activation)
-    if activation != "softmax":
-        raise ValueError("activation: the landscape is of the softmax order parameter aG")
-    model, args, kwargs = landscape_model(task, hyper, P, level, tokens=tokens,
-                                          gram_width=gram_width, seed=seed,
+    model, args, kwargs = landscape_model(task, hyper, P, level, activation, tokens=tokens,
+                                          gram_width=gram_width, gram=gram, seed=seed,
                                           include_logdet=include_logdet)  # fmt: skip
-    st = phase_starts(task, hyper, P, level)
-    say("landscape: %s level at P = %g, windows from both phases' modes", level, P,
-        enabled=progress)  # fmt: skip
+    starts = _starts(task, hyper, P, level, activation, args, kwargs)
+    say("landscape: %s level at P = %g, %s, windows from %s", level, P, activation,
+        "both phases' modes" if activation == "softmax" else "the MAP", enabled=progress)  # fmt: skip
     umbrella = {**LEVEL_SETTINGS[level], **umbrella}
-    idata = run_umbrella(model, "aG", model_args=args, model_kwargs=kwargs,
-                         starts=[st["weak"], st["strong"]], seed=seed, progress=progress,
-                         **umbrella)  # fmt: skip
+    idata = run_umbrella(model, CV[activation], model_args=args, model_kwargs=kwargs,
+                         starts=starts, seed=seed, progress=progress, **umbrella)  # fmt: skip
+    width = -1 if gram is not None else int(gram_width or 0)
     for group in az.groups(idata):
-        idata[group].attrs.update(landscape_level=level, gram_width=int(gram_width or 0))
+        idata[group].attrs.update(landscape_level=level, gram_width=width)
     return idata
+
+
+def _starts(task, hyper, P, level, activation, args, kwargs) -> list[dict]:
+    """Softmax: a start in each phase; linear: the MAP (Level 2's global saddle, or Level 1's
+    on the dataset and Gram of the model)."""
+    if activation == "softmax":
+        st = phase_starts(task, hyper, P, level)
+        return [st["weak"], st["strong"]]
+    if level == "reduced":
+        sd = global_saddle(task, hyper, float(P), "linear")
+        return [{"c1": jnp.float64(abs(sd.c1)), "cG": jnp.float64(abs(sd.cG))}]
+    m = level1_map(task, hyper, args[2], "linear", gram=kwargs.get("gram"))
+    return [{"M": jnp.asarray(m.M) * (1.0 if m.cG >= 0 else -1.0)}]  # the Z2 image with cG > 0
 
 
 def write_landscape(idata, path) -> None:

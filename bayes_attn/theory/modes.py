@@ -120,6 +120,7 @@ __all__ = [
     "modes",
     "phase_boundary",
     "phase_weights",
+    "linear_log_density",
     "softmax_log_density",
     "softmax_minima",
     "weight_crossing",
@@ -173,6 +174,19 @@ def softmax_log_density(task, hyper, P, cG, *, include_logdet: bool = False) -> 
     sc = scales(task, hyper)
     args = (jnp.float64(P), jnp.float64(hyper.chi), sc, bool(include_logdet))
     return _evaluate(_logdens_softmax, cG.ravel(), *args).reshape(cG.shape)
+
+
+def linear_log_density(task, hyper, P, c, *, include_logdet: bool = False) -> np.ndarray:
+    """The unnormalised Level-2 log-density of linear attention's ``c = (c1, cG)`` (last axis),
+    ``-chi s(c)`` (minus the equivalent-kernel log-determinant with ``include_logdet``): the
+    density whose basins :func:`modes` integrates, shape ``c.shape[:-1]``."""
+    P = check_positive("P", P)
+    c = np.asarray(c, dtype=np.float64)
+    if c.shape[-1:] != (2,):
+        raise ValueError(f"c: the last axis must hold (c1, cG), got shape {c.shape}")
+    sc = scales(task, hyper)
+    args = (jnp.float64(P), jnp.float64(hyper.chi), sc, bool(include_logdet))
+    return _evaluate(_logdens_linear, c.reshape(-1, 2), *args).reshape(c.shape[:-1])
 
 
 @functools.partial(jax.jit, static_argnames=("include_logdet",))

@@ -1,4 +1,4 @@
-"""The exact Level-2 free-energy profile of the softmax order parameter, by quadrature.
+"""The exact Level-2 free-energy profile of an order parameter, by quadrature.
 
 At Level 2 the posterior of the logit gap is ``p(cG) ∝ exp(-chi s(cG))`` (times
 ``exp(-logdet)`` with ``include_logdet``), and that of the attention order parameter
@@ -7,6 +7,10 @@ the reduced NumPyro model samples. Its free energy ``F(q) = -log p(q)`` is norma
 total mass, the sum of the basin masses of :func:`bayes_attn.theory.modes.modes` (trapezoid
 quadrature that converges faster than any power of the spacing). This is the line that umbrella
 sampling of the full posterior (:func:`bayes_attn.inference.run_umbrella`) is drawn beside.
+
+Linear attention has two coordinates ``(c1, cG)``; the profile of the copy coordinate is the
+marginal ``p(cG) = ∫ p(c1, cG) dc1`` (trapezoid over c1 on the census grid, both Z2 images
+included), normalised by the same total mass.
 
 References
 ----------
@@ -21,7 +25,7 @@ from scipy.special import logsumexp
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_positive
-from bayes_attn.theory.modes import modes, softmax_log_density
+from bayes_attn.theory.modes import linear_log_density, modes, softmax_log_density
 
 __all__ = ["reduced_profile"]
 
@@ -37,8 +41,9 @@ def reduced_profile(
     ----------
     task, hyper : CopyTask, Hyper
     P : float
-    activation : {"softmax"}
-        Softmax's one order parameter (linear attention's two are not a profile).
+    activation : {"softmax", "linear"}
+        Softmax: the profile of ``var``; linear: the marginal profile of ``cG`` (``var`` must be
+        ``"cG"``), c1 integrated out.
     q : array_like
         Points of ``var``; ``aG`` inside its support (-L/(L-1), L).
     include_logdet : bool
@@ -52,16 +57,16 @@ def reduced_profile(
         F at ``q`` (same shape); ``inf`` outside the support.
     """
     check_activation(activation)
-    if activation != "softmax":
-        raise ValueError(
-            f"activation must be 'softmax' for a one-dimensional profile, got {activation!r}"
-        )
     if var not in VARIABLES:
         raise ValueError(f"var must be one of {VARIABLES}, got {var!r}")
+    if activation == "linear" and var != "cG":
+        raise ValueError(f"var: linear attention's profile is of 'cG', got {var!r}")
     P = check_positive("P", P)
     q = np.asarray(q, dtype=np.float64)
     census = modes(task, hyper, P, activation, include_logdet=include_logdet)
     log_Z = float(logsumexp(census.log_weight.values))
+    if activation == "linear":
+        return _linear_marginal(task, hyper, P, q, include_logdet, census) + log_Z
     L = task.L
     if var == "cG":
         return -softmax_log_density(task, hyper, P, q, include_logdet=include_logdet) + log_Z
@@ -71,3 +76,21 @@ def reduced_profile(
     jac = np.log(np.asarray(algebra.softmax_dlogit(jnp.asarray(aG), L)))
     ld = softmax_log_density(task, hyper, P, cG, include_logdet=include_logdet) + jac
     return np.where(inside, -ld + log_Z, np.inf)
+
+
+def _linear_marginal(task, hyper, P, cG, include_logdet, census) -> np.ndarray:
+    """``-log ∫ exp(-chi s(c1, cG) [- logdet]) dc1`` at the points ``cG`` (trapezoid in c1 on the
+    census grid's spacing and reach, where the density has fallen by e^-60 at the ends)."""
+    h = float(census.attrs["grid_spacing"][0])
+    half = float(census.attrs["grid_half_width"][0])
+    c1 = np.arange(-half, half + 0.5 * h, h)
+    flat = cG.ravel()
+    out = np.empty(flat.size)
+    for start in range(0, flat.size, 256):  # 256 points of cG at a time: memory ~ 256 x grid
+        part = flat[start : start + 256]
+        c = np.stack(np.broadcast_arrays(c1[None, :], part[:, None]), axis=-1)
+        ld = linear_log_density(task, hyper, P, c, include_logdet=include_logdet)
+        w = np.full(c1.size, h)
+        w[[0, -1]] = 0.5 * h
+        out[start : start + 256] = -logsumexp(ld + np.log(w)[None, :], axis=1)
+    return out.reshape(cG.shape)
