@@ -160,6 +160,30 @@ def test_two_component_mixture_delta_F():
     assert np.max(np.abs(z)) < 3.0, z
 
 
+@pytest.mark.slow  # three NUTS programs compiled (8 windows, and two shares of 4): ~1 min loaded
+def test_shares_of_the_windows_merge_into_the_whole_run():
+    """Each host's share of the windows (``windows=``, ``process_share``) merged equals the run of
+    all windows draw for draw: every window's chains come from its own index."""
+    from bayes_attn.distributed import process_share
+    from bayes_attn.inference import merge_umbrella
+
+    model = _mixture_model(0.2, 2.0, 0.4)
+    opts = dict(starts=[{"x": np.array([-2.0, 0.0])}, {"x": np.array([2.0, 0.0])}],
+                centres=np.linspace(-3, 3, 8), num_warmup=20, num_samples=30, refine=0, seed=5)  # fmt: skip
+    whole = run_umbrella(model, "q", **opts)
+    parts = [run_umbrella(model, "q", windows=process_share(range(8), i, 2, interleave=True),
+                          **opts) for i in (1, 0)]  # fmt: skip
+    merged = merge_umbrella(parts)
+    for group in ("posterior", "constant_data"):
+        a, b = whole[group], merged[group]
+        for name in a.data_vars:
+            np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+    with pytest.raises(ValueError, match="missing"):
+        merge_umbrella(parts[:1])
+    with pytest.raises(ValueError, match="refine"):
+        run_umbrella(model, "q", **{**opts, "refine": 1}, windows=[0])
+
+
 def test_reduced_profile_is_normalised():
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     L = task.L

@@ -19,7 +19,7 @@ from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.sgld import SGLD, polynomial_decay, run_sgld
 from bayes_attn.inference.sharding import member_mesh, sharded_map
 from bayes_attn.inference.smc import run_smc
-from bayes_attn.inference.umbrella import run_umbrella
+from bayes_attn.inference.umbrella import merge_umbrella, run_umbrella
 from bayes_attn.io import merge_netcdf
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "run_nuts",
     "run_sgld",
     "run_smc",
+    "merge_umbrella",
     "run_umbrella",
     "sharded_map",
     "split_log_density",

@@ -64,7 +64,7 @@ from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.sharding import member_mesh, sharded_map
 from bayes_attn.progress import announce, say, seconds_per_call
 
-__all__ = ["UmbrellaPlan", "overlap", "plan_windows", "run_umbrella"]
+__all__ = ["UmbrellaPlan", "merge_umbrella", "overlap", "plan_windows", "run_umbrella"]
 
 #: gradients per NUTS transition in the cost estimate (low, high): trees of depth 2 to 8
 GRADIENTS_PER_DRAW = (3, 255)
@@ -337,14 +337,20 @@ def _hold(biased_U, q, starts, centres, kappas, batch, tries: int = 3):
 
 
 def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chains, num_warmup,
-                 num_samples, target_accept, mesh, progress, batch, metric, plan) -> _Chains:  # fmt: skip
-    """Relax, take the metric, and run every window's chains in one vectorised program."""
+                 num_samples, target_accept, mesh, progress, batch, metric, plan,
+                 windows=None, offset=0) -> _Chains:  # fmt: skip
+    """Relax, take the metric, and run every window's chains in one vectorised program (only
+    the ``windows`` given, by index, after the starts of all are relaxed; each window's key is
+    folded from ``offset`` + its index)."""
     import blackjax
 
     biased_U = _biased(pot.U, q)
-    W = len(centres)
     kappas = np.array(kappas, dtype=np.float64)
     x0, kappas = _hold(biased_U, q, starts, centres, kappas, batch, tries=3 if hold else 1)
+    index = np.arange(len(centres)) if windows is None else np.asarray(windows, dtype=int)
+    x0, centres, kappas = x0[index], np.asarray(centres)[index], kappas[index]
+    index = index + offset
+    W = len(centres)
     say("umbrella: %d window starts relaxed; the metric of each", W, enabled=progress)
     if metric == "window":
         chunk = batch if batch > 0 else 30
@@ -371,7 +377,10 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
         return out, step, state.position
 
     rep = lambda a: jnp.repeat(jnp.asarray(a), num_chains, axis=0)  # noqa: E731
-    keys = jax.random.split(key, W * num_chains)
+    # each window's chains from its own index: the same draws whichever share runs it
+    keys = jax.vmap(lambda i: jax.random.split(jax.random.fold_in(key, i), num_chains))(
+        jnp.asarray(index)
+    ).reshape(W * num_chains)
     args = (keys, rep(x0), rep(centres), rep(kappas), rep(inv_mass))
     mesh = member_mesh() if mesh is None else mesh
     n_dev = mesh.size
@@ -460,11 +469,11 @@ def _rhat(draws) -> float:
     return float(az.rhat(d, method="rank")) if d.shape[1] >= 4 else math.nan
 
 
-def _to_idata(chains: _Chains, centres, kappas, cv, record, model, model_args, model_kwargs):
+def _to_idata(chains: _Chains, centres, kappas, cv, record, model, model_args, model_kwargs,
+              index):  # fmt: skip
     import xarray as xr
 
     move = lambda a: np.moveaxis(a, 0, -1)  # (window, chain, draw) -> (chain, draw, window)  # noqa: E731
-    W = len(centres)
     dims = {n: ["window"] for n in chains.draws}
     stats = {
         "acceptance_rate": move(chains.acceptance),
@@ -474,13 +483,13 @@ def _to_idata(chains: _Chains, centres, kappas, cv, record, model, model_args, m
     }
     idata = az.from_dict(
         {"posterior": {n: move(v) for n, v in chains.draws.items()}, "sample_stats": stats},
-        coords={"window": np.arange(W)},
+        coords={"window": np.asarray(index)},
         dims={**dims, **{n: ["window"] for n in stats}},
     )
     const = xr.Dataset(
         {"centre": ("window", centres), "kappa": ("window", kappas),
          **_window_stats(chains, cv)},
-        coords={"window": np.arange(W)},
+        coords={"window": np.asarray(index)},
     )  # fmt: skip
     az.set_group(idata, "constant_data", const)
     attrs = record.attrs(model, model_args, model_kwargs)
@@ -512,6 +521,7 @@ def run_umbrella(
     batch: int = 0,
     metric: str = "window",
     mesh=None,
+    windows=None,
     progress: bool = False,
 ):
     """Umbrella sampling of ``model``'s posterior along its scalar site ``cv``.
@@ -554,6 +564,12 @@ def run_umbrella(
         dimensions, such as Level 1's 900).
     mesh : jax.sharding.Mesh, optional
         The devices the windows are split over (default: the local devices).
+    windows : sequence of int, optional
+        Run only these of the planned windows (indices into the sorted centres): one host's share
+        (:func:`bayes_attn.distributed.process_share`). Every host plans and relaxes the same
+        windows, and each window's draws come from its own index, so :func:`merge_umbrella` of
+        the shares equals the run of all (``refine`` must then be 0: refinement needs every
+        window).
     progress : bool
         Announce the cost before starting and say each stage on stderr.
 
@@ -578,6 +594,8 @@ def run_umbrella(
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
     if not 0.0 <= min_overlap < 1.0:
         raise ValueError(f"min_overlap must be in [0, 1), got {min_overlap}")
+    if windows is not None and refine:
+        raise ValueError("refine: refinement needs every window; give refine=0 with windows")
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     rng, seed, key_attrs = resolve_key(key, seed)
     k_plan, k_run = jax.random.split(rng)
@@ -587,7 +605,11 @@ def run_umbrella(
     plan = plan_windows(model, cv, model_args=model_args, model_kwargs=model_kwargs,
                         starts=starts, centres=centres, kappa=kappa, past=past,
                         max_windows=max_windows, key=k_plan)  # fmt: skip
-    W = len(plan.centres)
+    if windows is not None:
+        windows = np.unique(np.asarray(windows, dtype=int))
+        if windows.size == 0 or windows[0] < 0 or windows[-1] >= len(plan.centres):
+            raise ValueError(f"windows: indices in [0, {len(plan.centres)}), got {windows}")
+    W = len(plan.centres) if windows is None else windows.size
     if progress:
         seconds = seconds_per_call(jax.jit(jax.grad(pot.U)), jnp.asarray(plan.starts[0]))
         lo, hi = GRADIENTS_PER_DRAW
@@ -607,7 +629,10 @@ def run_umbrella(
                 metric=metric, plan=plan)  # fmt: skip
     centres_, kappas = plan.centres, plan.kappa
     keys = jax.random.split(k_run, refine + 1)
-    chains = _run_windows(pot, q, names, centres_, kappas, True, plan.starts, keys[0], **opts)
+    chains = _run_windows(pot, q, names, centres_, kappas, True, plan.starts, keys[0],
+                          windows=windows, **opts)  # fmt: skip
+    if windows is not None:
+        centres_ = centres_[windows]
     kappas = chains.kappa
     rounds = 0
     for r in range(refine):
@@ -633,10 +658,12 @@ def run_umbrella(
         "batch": batch,
         "mode_q": plan.mode_q,
         "mode_sd": plan.mode_sd,
+        "planned_windows": len(plan.centres),
         **key_attrs,
     }
     record = RunRecord("umbrella", seed, num_chains, num_warmup, num_samples, settings=settings)
-    idata = _to_idata(chains, centres_, kappas, cv, record, model, model_args, model_kwargs)
+    idata = _to_idata(chains, centres_, kappas, cv, record, model, model_args, model_kwargs,
+                      np.arange(len(centres_)) if windows is None else windows)  # fmt: skip
     if progress:
         const = az.dataset(idata, "constant_data")
         for k in range(len(centres_)):
@@ -645,3 +672,34 @@ def run_umbrella(
                 chains.draws[cv][k].mean(), float(const.acceptance[k]), float(const.r_hat[k]),
                 float(const.ess_bulk[k]))  # fmt: skip
     return idata
+
+
+def merge_umbrella(parts):
+    """Join the shares of one umbrella run (:func:`run_umbrella` with ``windows``, the same model,
+    plan and seed on every host) into the result of the run of all windows."""
+    import xarray as xr
+
+    parts = list(parts)
+    if not parts:
+        raise ValueError("parts: nothing to merge")
+    first = az.dataset(parts[0], "posterior").attrs
+    same = ("cv", "seed", "planned_windows", "draws", "chains")
+    for p in parts[1:]:
+        a = az.dataset(p, "posterior").attrs
+        if any(str(a.get(k)) != str(first.get(k)) for k in same):
+            raise ValueError(f"parts: not shares of one run (they differ in {same})")
+    index = np.concatenate([az.dataset(p, "constant_data").window.values for p in parts])
+    if len(np.unique(index)) != index.size:
+        raise ValueError("parts: a window appears in two shares")
+    planned = int(first.get("planned_windows", index.size))
+    if index.size != planned:
+        raise ValueError(f"parts: {index.size} of the {planned} planned windows; some are missing")
+    out = {}
+    for group in az.groups(parts[0]):
+        joined = xr.concat([az.dataset(p, group) for p in parts], dim="window")
+        out[group] = joined.sortby("window")
+    merged = parts[0].copy()
+    for group, ds in out.items():
+        az.set_group(merged, group, ds)
+        merged[group].attrs.update(first, windows=planned)
+    return merged
