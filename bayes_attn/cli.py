@@ -842,10 +842,11 @@ def figures(ctx, out, quick, only, configs):
 @click.option("--refine", type=click.IntRange(min=0), default=1, help="refinement rounds")
 @click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
 @_out_option("landscape.nc", help="InferenceData NetCDF file (its folder must exist)")
+@_distributed_options
 @_verbosity_options
 @click.pass_context
 def landscape(ctx, preset, level, activation, P, gram_width, warmup, samples, chains, windows,
-              centres, refine, seed, out):  # fmt: skip
+              centres, refine, seed, out, process):  # fmt: skip
     """Free-energy profile F(aG) (linear: F(cG)) by umbrella sampling + MBAR, beside Level 2;
     write NetCDF."""
     from bayes_attn._validation import check_positive
@@ -854,22 +855,24 @@ def landscape(ctx, preset, level, activation, P, gram_width, warmup, samples, ch
     grid = _centres(centres)
     if gram_width is not None and level != "kernel":
         raise click.BadParameter("only with --level kernel", param_hint="--gram-width")
+    info = _start_processes(process)
     from bayes_attn.experiments.landscape import (
+        landscape_on_hosts,
         landscape_report,
         landscape_text,
-        run_landscape,
-        write_landscape,
     )
 
     t0 = time.perf_counter()
     log.info("umbrella sampling of %s at the %s level, P=%g",
              "aG" if activation == "softmax" else "cG", level, P)  # fmt: skip
-    idata = run_landscape(
-        *preset, P, level, activation, gram_width=gram_width, seed=seed,
+    idata = landscape_on_hosts(
+        *preset, P, level, activation, out, info, gram_width=gram_width, seed=seed,
         progress=ctx.obj["progress"], num_warmup=warmup, num_samples=samples,
         num_chains=chains, max_windows=windows, refine=refine, centres=grid,
     )  # fmt: skip
-    write_landscape(idata, out)
+    if idata is None:
+        log.info("process %d wrote its share of the windows", info.process_id)
+        return
     log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
     click.echo(landscape_text(landscape_report(idata)))
 

@@ -305,3 +305,41 @@ def test_level1_small_preset_against_smc():
     prof = landscape_report(idata, divide=cut)
     se = math.hypot(float(prof.delta_F_se), 0.14)
     assert abs(float(prof.delta_F) - 43.34) < 3 * se
+
+
+@pytest.mark.slow  # three processes, each compiles the Level-2 windows: a few minutes on 2 cores
+def test_cli_landscape_on_two_processes_equals_one(tmp_path):
+    """``bayes-attn landscape --num-processes 2``: each process runs its share of the windows, the
+    first merges them; the result equals the one-process run draw for draw."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from bayes_attn import _arviz as az
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [sys.executable, "-m", "bayes_attn.cli", "-q", "landscape", "--level", "reduced",
+            "--P", "276", "--samples", "60", "--warmup", "30", "--windows", "16", "--refine", "0",
+            "--seed", "4"]  # fmt: skip
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    procs = [subprocess.Popen([*argv, "--out", str(tmp_path / "two.nc"), "--num-processes", "2",
+                               "--process-id", str(i), "--coordinator", f"127.0.0.1:{port}"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(2)]  # fmt: skip
+    try:
+        logs = [p.communicate(timeout=900)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for p, log in zip(procs, logs, strict=True):
+        assert p.returncode == 0, log
+    one = subprocess.run([*argv, "--out", str(tmp_path / "one.nc")], env=env, check=True,
+                         capture_output=True, text=True)  # fmt: skip
+    assert one.returncode == 0
+    a, b = az.from_netcdf(tmp_path / "one.nc"), az.from_netcdf(tmp_path / "two.nc")
+    np.testing.assert_array_equal(a.posterior["aG"].values, b.posterior["aG"].values)
+    assert b.posterior.attrs["windows"] == a.posterior.attrs["windows"]

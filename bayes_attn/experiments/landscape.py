@@ -26,16 +26,17 @@ from bayes_attn import _arviz as az
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_gram, check_int
 from bayes_attn.analysis.free_energy import landscape_report, landscape_text
+from bayes_attn.distributed import part_paths, wait_until
 from bayes_attn.experiments.coexistence import phase_starts
-from bayes_attn.inference.umbrella import run_umbrella
+from bayes_attn.inference.umbrella import merge_umbrella, run_umbrella
 from bayes_attn.models.levels import model_at, model_with_data
 from bayes_attn.models.network import init_embeddings
 from bayes_attn.progress import say
 from bayes_attn.theory import global_saddle
 from bayes_attn.theory.level1 import level1_map
 
-__all__ = ["CV", "LANDSCAPE_LEVELS", "landscape_report", "landscape_text", "run_landscape",
-           "write_landscape"]  # fmt: skip
+__all__ = ["CV", "LANDSCAPE_LEVELS", "landscape_on_hosts", "landscape_report", "landscape_text",
+           "run_landscape", "write_landscape"]  # fmt: skip
 
 #: the levels a landscape is measured at (the network's own posterior is Level 1 with its Gram)
 LANDSCAPE_LEVELS = ("reduced", "kernel")
@@ -153,6 +154,32 @@ def _starts(task, hyper, P, level, activation, args, kwargs) -> list[dict]:
         return [{"c1": jnp.float64(abs(sd.c1)), "cG": jnp.float64(abs(sd.cG))}]
     m = level1_map(task, hyper, args[2], "linear", gram=kwargs.get("gram"))
     return [{"M": jnp.asarray(m.M) * (1.0 if m.cG >= 0 else -1.0)}]  # the Z2 image with cG > 0
+
+
+def landscape_on_hosts(task, hyper, P, level, activation, out, process, *, progress=True, **opts):
+    """:func:`run_landscape` over several processes (hosts): each runs its share of the windows
+    and writes ``OUT.part-I-of-N.nc`` (:func:`bayes_attn.distributed.part_paths`); process 0
+    waits for every part, merges them (:func:`bayes_attn.inference.umbrella.merge_umbrella`),
+    writes ``out`` and returns the result, the others return None. Refinement needs every
+    window, so it is off (``refine = 0``) with more than one process."""
+    n, i = process.num_processes, process.process_id
+    if n == 1:
+        idata = run_landscape(task, hyper, P, level, activation, progress=progress, **opts)
+        write_landscape(idata, out)
+        return idata
+    if opts.pop("refine", 0):
+        say("landscape: refinement is off with %d processes (it needs every window)", n,
+            enabled=progress)  # fmt: skip
+    parts = part_paths(out, n)
+    idata = run_landscape(task, hyper, P, level, activation, progress=progress, refine=0,
+                          share=(i, n), **opts)  # fmt: skip
+    write_landscape(idata, parts[i])
+    if i != 0:
+        return None
+    wait_until(lambda: (all(p.exists() for p in parts), [str(p) for p in parts if not p.exists()]))
+    idata = merge_umbrella([az.from_netcdf(p) for p in parts])
+    write_landscape(idata, out)
+    return idata
 
 
 def write_landscape(idata, path) -> None:

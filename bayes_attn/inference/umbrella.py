@@ -57,6 +57,7 @@ import numpy as np
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
+from bayes_attn.distributed import process_share
 from bayes_attn.inference import potential
 from bayes_attn.inference._call import resolve_key
 from bayes_attn.inference.members import adapt_nuts_step
@@ -522,6 +523,7 @@ def run_umbrella(
     metric: str = "window",
     mesh=None,
     windows=None,
+    share: tuple[int, int] | None = None,
     progress: bool = False,
 ):
     """Umbrella sampling of ``model``'s posterior along its scalar site ``cv``.
@@ -570,6 +572,9 @@ def run_umbrella(
         windows, and each window's draws come from its own index, so :func:`merge_umbrella` of
         the shares equals the run of all (``refine`` must then be 0: refinement needs every
         window).
+    share : (process_id, num_processes), optional
+        Instead of ``windows``: this process's share of the planned windows (every
+        ``num_processes``-th from ``process_id`` on).
     progress : bool
         Announce the cost before starting and say each stage on stderr.
 
@@ -594,7 +599,11 @@ def run_umbrella(
         raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
     if not 0.0 <= min_overlap < 1.0:
         raise ValueError(f"min_overlap must be in [0, 1), got {min_overlap}")
-    if windows is not None and refine:
+    if share is not None:
+        if windows is not None:
+            raise ValueError("windows, share: give one or neither")
+        share = (check_int("share[0]", share[0], 0), check_int("share[1]", share[1], 1))
+    if (windows is not None or share is not None) and refine:
         raise ValueError("refine: refinement needs every window; give refine=0 with windows")
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     rng, seed, key_attrs = resolve_key(key, seed)
@@ -605,6 +614,8 @@ def run_umbrella(
     plan = plan_windows(model, cv, model_args=model_args, model_kwargs=model_kwargs,
                         starts=starts, centres=centres, kappa=kappa, past=past,
                         max_windows=max_windows, key=k_plan)  # fmt: skip
+    if share is not None:
+        windows = process_share(range(len(plan.centres)), *share, interleave=True)
     if windows is not None:
         windows = np.unique(np.asarray(windows, dtype=int))
         if windows.size == 0 or windows[0] < 0 or windows[-1] >= len(plan.centres):
