@@ -5,7 +5,8 @@ network and data of ``llc_exact.py``'s network rows (L = 8, V = 3, softmax, P = 
 at a prior draw, w* the exact MAP mapped onto W_G and W_O, γ = 100), at each width d:
 
 * **exact**: ``exact_frozen_llc`` (W_O integrated out, NUTS over the whitened gate), nβ = P / log P;
-* **ours**: ``run_llc`` SGLD, full batch, at the step ε of ``llc_exact.py``'s last rung (16/d · 2.5e-4);
+* **ours**: ``run_llc`` SGLD, full batch, at the step ε of ``llc_exact.py``'s last rung (16/d · 2.5e-4,
+  ``--step`` the value at d = 16);
 * **devinterp, same target**: devinterp's ``llc`` (``docs/scripts/_llc_devinterp_torch.py``, in the
   bench environment) with the same target and step: its loss is per token, so ``n_beta`` = L nβ; its
   step ε' = 2ε; ``localization`` = γ; a full batch;
@@ -92,11 +93,11 @@ def one_width(d, args, P=20):
     task = call["model_args"][0]
     L, gamma = task.L, call["gamma"]
     nbeta = default_nbeta(P)
-    eps = 2.5e-4 * 16 / d
+    eps = args.step * 16 / d
     batch = min(32, P)
     nbeta_default = default_nbeta(batch) / L  # devinterp's B / log B on the per-token loss
     exact = {}
-    for nb in (nbeta, nbeta_default):
+    for nb in (nbeta,) if args.same_only else (nbeta, nbeta_default):
         t0 = time.perf_counter()
         ex = llc_estimate(exact_frozen_llc(network_model, w_star, nbeta=nb, num_draws=1000,
                                            seed=0, **call))  # fmt: skip
@@ -104,7 +105,7 @@ def one_width(d, args, P=20):
     steps, chains, burn = args.steps, args.chains, args.burnin
     seed = 100 + args.seed  # devinterp's default init_seed is 100
     runs = [(2 * eps, L * nbeta, gamma, P, steps, chains, seed),
-            (2 * eps, L * nbeta_default, gamma, batch, steps, chains, seed)]  # fmt: skip
+            (2 * eps, L * nbeta_default, gamma, batch, steps, chains, seed)][: 2 - args.same_only]  # fmt: skip
     res = torch_side(args.torch_python, w_star, call, runs)
     ours_init = exact[nbeta][0].init_loss
     print(f"\nd = {d}: L_n(w*) package {ours_init:.10f}, torch {res['init_loss']:.10f} "
@@ -131,9 +132,9 @@ def one_width(d, args, P=20):
     line("ours, run_llc SGLD", m_o, se_o, ess_o, sec, ex.llc_mean, ex.mcse,
          f" {1e3 * (sec - setup) / ess_o:.1f} ms per ESS without the {setup:.1f} s of compile "
          "and set-up")  # fmt: skip
-    for i, (label, nb) in enumerate((("devinterp, same nβ, γ, ε, full batch", nbeta),
-                                     (f"devinterp defaults (batch {batch}, its nβ)",
-                                      nbeta_default))):  # fmt: skip
+    labels = (("devinterp, same nβ, γ, ε, full batch", nbeta),
+              (f"devinterp defaults (batch {batch}, its nβ)", nbeta_default))  # fmt: skip
+    for i, (label, nb) in enumerate(labels[: len(runs)]):
         # devinterp's loss is per token: its n_beta (L nβ) times it is nβ L_n
         trace = runs[i][1] * (res[f"loss_trace_{i}"] - res[f"init_loss_{i}"])
         m, se, e = from_trace(trace, burn)
@@ -155,6 +156,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20000)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--burnin", type=int, default=1000)
+    ap.add_argument("--step", type=float, default=2.5e-4, help="ε at d = 16 (scaled by 16 / d)")
+    ap.add_argument("--same-only", action="store_true", help="leave out devinterp's defaults")
     ap.add_argument("--seed", type=int, default=0, help="ours; devinterp's init_seed is 100 + it")
     ap.add_argument("--torch-python", default=str(ROOT / ".venv-bench" / "bin" / "python"))
     args = ap.parse_args()
