@@ -157,6 +157,7 @@ def main():
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--burnin", type=int, default=1000)
     ap.add_argument("--step", type=float, default=2.5e-4, help="ε at d = 16 (scaled by 16 / d)")
+    ap.add_argument("--P", type=int, default=20, help="sequences (batch 32 < P: minibatches)")
     ap.add_argument("--same-only", action="store_true", help="leave out devinterp's defaults")
     ap.add_argument("--seed", type=int, default=0, help="ours; devinterp's init_seed is 100 + it")
     ap.add_argument("--torch-python", default=str(ROOT / ".venv-bench" / "bin" / "python"))
@@ -164,7 +165,7 @@ def main():
     if not pathlib.Path(args.torch_python).exists():
         raise SystemExit(f"no {args.torch_python}: make bench-peers builds it")
     for d in args.widths:
-        one_width(d, args)
+        one_width(d, args, P=args.P)
 
 
 if __name__ == "__main__":
