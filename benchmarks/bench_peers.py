@@ -21,7 +21,9 @@ stable step for this stiff posterior, so it is small for every SGLD, and the sam
 the two run the same chain.
 
 Run: ``make bench-peers`` or ``.venv/bin/python benchmarks/bench_peers.py [--steps 300]
-[--torch-python .venv-bench/bin/python]``.
+[--torch-python .venv-bench/bin/python] [--d 256] [--sgld-only] [--ours-steps N]``
+(``--sgld-only``: (a) and (c) and their ratio per step, which issue 28 asks for at ``--d 1024``;
+``--ours-steps N``: (c)'s step from the difference of runs of N and 2N steps, no compile).
 """
 
 from __future__ import annotations
@@ -85,10 +87,14 @@ def main():
     ap.add_argument("--nuts-draws", type=int, default=100, help="(d): warm-up steps and draws")
     ap.add_argument("--per-token-draws", type=int, default=10, help="(b): warm-up steps and draws")
     ap.add_argument("--torch-python", default=str(ROOT / ".venv-bench" / "bin" / "python"))
+    ap.add_argument("--d", type=int, default=256, help="d_model")
+    ap.add_argument("--ours-steps", type=int, default=0,
+                    help="(c) per step from runs of N and 2N steps (their difference)")  # fmt: skip
+    ap.add_argument("--sgld-only", action="store_true", help="(a) and (c) only: the per-step ratio")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
-    d, P, act = 256, 800, "softmax"
+    d, P, act = args.d, 800, "softmax"
     tokens = task.sample(jax.random.key(0), P)
     draw = init_params(jax.random.key(1), task, hyper, d)
     W_emb, p = draw["W_emb"], draw["p"]
@@ -116,11 +122,18 @@ def main():
         init_params=start,
         progress_bar=False,
     )  # fmt: skip  (compile)
-    t0 = time.perf_counter()
-    idata = run_sgld(network_model, model_args=(task, hyper, tokens, act, d), model_kwargs=kw,
-                     step_size=eps, num_chains=1, num_warmup=0, num_samples=args.steps,
-                     init_params=start, progress_bar=False)  # fmt: skip
-    sec = (time.perf_counter() - t0) / args.steps
+
+    def timed(n):
+        t0 = time.perf_counter()
+        idata = run_sgld(network_model, model_args=(task, hyper, tokens, act, d), model_kwargs=kw,
+                         step_size=eps, num_chains=1, num_warmup=0, num_samples=n,
+                         init_params=start, progress_bar=False)  # fmt: skip
+        return idata, time.perf_counter() - t0
+
+    idata, total = timed(args.steps)
+    sec = total / args.steps
+    if args.ours_steps:  # the difference of two runs: no compile, no post-processing
+        sec = (timed(2 * args.ours_steps)[1] - timed(args.ours_steps)[1]) / args.ours_steps
     rows["(c) ours, explicit SGLD (span forward)"] = (
         sec,
         ess(idata.posterior.aG.values[0]),
@@ -144,6 +157,15 @@ def main():
             rows[name] = (float(res["seconds_per_step"]), ess(res["aG"]), "step")
     else:
         print(f"(a) skipped: no {torch_py} (make bench-peers builds it)")
+
+    if args.sgld_only:
+        a = next((v for k, v in rows.items() if k.startswith("(a)")), None)
+        c = rows["(c) ours, explicit SGLD (span forward)"]
+        for name, (sec, _, _) in sorted(rows.items()):
+            print(f"{name:54s} {sec:12.4f} s per step")
+        if a is not None:
+            print(f"per step, (a) / (c): x{a[0] / c[0]:.1f} at d = {d}, P = {P}")
+        return
 
     # (b) NumPyro NUTS on the per-token forward, a few draws at tree depth <= 6
     mcmc = MCMC(NUTS(per_token_model, max_tree_depth=6), num_warmup=args.per_token_draws,

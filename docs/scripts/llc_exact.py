@@ -1,7 +1,8 @@
 """The LLC checks of docs/validation.md ("The local learning coefficient against exact values").
 
 1. The exact checks of tests/test_llc.py, with their numbers (quadratic: MALA and SGLD's closed-
-   form bias; w^4; the normal crossing on a box against quadrature).
+   form bias; RMSProp-SGLD at its settled preconditioner; w^4; the normal crossing on a box against
+   quadrature).
 2. The frozen-embedding network (L = 8, V = 3, softmax, P = 20, nβ = P / log P, γ = 100) at its
    exact MAP: the exact LLC (W_O integrated out, NUTS over the whitened gate) against MALA and
    SGLD on the explicit network's weights at d = 16 and d = 64, SGLD on a halving ladder of ε.
@@ -55,6 +56,18 @@ def toy_checks():
         ula = 0.5 * np.sum(nbeta * A / (h * (1 - eps * h / 2)))
         est = llc_estimate(run_llc(quadratic, jnp.zeros(3), step_size=eps, **kw))
         row(f"quadratic, SGLD ε = {eps:g} (exact: its ULA value; continuum {exact:.4f})", est, ula)
+    # RMSProp-SGLD: ULA at the settled G = 1 / (√v + δ), v = h / (1 - u / 2), u = ε G h
+    eps, G = 0.035, 1 / np.sqrt(h)
+    for _ in range(200):
+        G = 1 / (np.sqrt(h / (1 - eps * G * h / 2)) + 1e-8)
+    settled = 0.5 * np.sum(nbeta * A / (h * (1 - eps * G * h / 2)))
+    for alpha, draws, burnin in ((0.999, 4000, 5000), (0.99, 40000, 5000), (0.999, 40000, 5000),
+                                 (0.9999, 40000, 50000)):  # fmt: skip
+        est = llc_estimate(run_llc(quadratic, jnp.zeros(3), sampler="rmsprop", step_size=eps,
+                                   rmsprop=(alpha, 1e-8), **{**kw, "num_draws": draws,
+                                                             "num_burnin": burnin}))  # fmt: skip
+        row(f"quadratic, RMSProp-SGLD ε = {eps:g}, α = {alpha:g}, {draws} draws after {burnin}",
+            est, settled)  # fmt: skip
 
 
 def frozen_case(P, d):
