@@ -1,14 +1,22 @@
-"""The free-energy landscape figure of the README (``docs/figures/paper/landscape.png``) and its
-data (``docs/figures/paper/landscape.nc``): F(aG) of the full Level-1 posterior at Table 1,
-P = 272, dataset 0 (umbrella sampling + MBAR, points with standard errors) beside the exact
-Level-2 profile at the same P (line), the phases shaded either side of the divide; and Delta F as
-the divide moves, against SMC per basin (54.16 ± 0.06 at its divide) and Level 2.
+"""The free-energy landscape figures of the README and their data (``docs/figures/paper/``):
 
-Run after ``docs/scripts/landscape.py run --P 272``: ``python docs/scripts/landscape.py figure``.
+* ``landscape.png`` / ``landscape.nc``: F(aG) of the full Level-1 posterior at Table 1, dataset 0
+  (umbrella sampling + MBAR, points with standard errors) beside the exact Level-2 profile at the
+  same P (line), the phases shaded either side of the divide; Delta F as the divide moves at
+  P = 272 against SMC per basin (54.16 ± 0.06 at its divide); the profiles across the P scan; and
+  Delta F(P) at one fixed divide (Level 2's barrier at its P*) for Level 1 with g = I, Level 1
+  with the Gram of a d = 10^4 prior draw, and Level 2.
+* ``landscape_linear.png``: linear attention's F(cG) at Level 1 (protocol member 0's dataset and
+  d = 10^4 Gram) beside Level 2, at the P of ``docs/scripts/landscape.py linear``, with the MAP
+  and the profile's mean marked.
+
+Run after ``docs/scripts/landscape.py scan [--gram-width 10000]`` and ``... linear``:
+``python docs/scripts/landscape.py figure``. Points whose files are missing are left out.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib
@@ -17,42 +25,149 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
+from scipy.special import logsumexp  # noqa: E402
 
+import bayes_attn as ba  # noqa: E402
 from bayes_attn import _arviz as az  # noqa: E402
 from bayes_attn.analysis.free_energy import landscape_report  # noqa: E402
 from bayes_attn.plotting.plots import landscape_profile  # noqa: E402
+from bayes_attn.theory.modes import phase_boundary  # noqa: E402
+from bayes_attn.theory.profile import reduced_profile  # noqa: E402
 
 FOLDER = Path("docs/figures/paper")
-RUN = FOLDER / "landscape_kernel_P272_d0.nc"
+SCAN = FOLDER / "landscape_scan"
 SMC = FOLDER / "level1_delta_f_P272_d0.nc"
+P_STAR = 275.97
 
 
-def main():
-    idata = az.from_netcdf(RUN)
-    divide = float(az.dataset(idata, "posterior").attrs["level_divide_aG"])
-    prof = landscape_report(idata, divide=divide, divides=np.round(np.arange(1.3, 3.51, 0.1), 2))
+def _scan(pattern: str) -> dict[int, Path]:
+    out = {}
+    for p in sorted(SCAN.glob("kernel_P*_d0*.nc")):
+        m = re.fullmatch(pattern, p.name)
+        if m:
+            out[int(m.group(1))] = p
+    return dict(sorted(out.items()))
+
+
+def _level2_delta_F(task, hyper, P, divide) -> float:
+    """Level 2's log mass below the divide minus above it (quadrature of the aG density)."""
+    L = task.L
+    x = np.linspace(-L / (L - 1) + 1e-9, 8.0, 80001)
+    F = reduced_profile(task, hyper, P, "softmax", x, include_logdet=True)
+    lw = -F + np.log(x[1] - x[0])
+    return float(logsumexp(lw[x < divide]) - logsumexp(lw[x >= divide]))
+
+
+def _reports(files, divide):
+    return {P: landscape_report(az.from_netcdf(f), divide=divide) for P, f in files.items()}
+
+
+def _row(P, prof, kind):
+    return {"P": P, "kind": kind, "delta_F": float(prof.delta_F),
+            "delta_F_se": float(prof.delta_F_se), "n_minima": int(prof.q_minimum.size),
+            "q_minima": ", ".join(f"{q:.2f}" for q in prof.q_minimum.values),
+            "barrier": float(prof.barrier_above) if prof.q_minimum.size > 1 else np.nan,
+            "min_overlap": float(prof.min_overlap_next)}  # fmt: skip
+
+
+def softmax_figure(task, hyper):
+    divide = phase_boundary(task, hyper, P_STAR, include_logdet=True)
+    plain = _reports(_scan(r"kernel_P(\d+)_d0\.nc"), divide)
+    gram = _reports(_scan(r"kernel_P(\d+)_d0_g10000\.nc"), divide)
     smc = xr.open_dataset(SMC, engine="h5netcdf").load()
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11.0, 4.2))
-    landscape_profile(prof, a, label="Level 1, P = 272 (umbrella + MBAR)")
-    a.set_title("F(aG) at Table 1, P = 272, dataset 0")
-    ok = prof.delta_F_divide_se.notnull()
-    b.errorbar(prof.divide_q[ok], prof.delta_F_divide[ok], yerr=prof.delta_F_divide_se[ok],
-               fmt="o", ms=3, capsize=2, label="Level 1: umbrella + MBAR")  # fmt: skip
+    fig, axes = plt.subplots(2, 2, figsize=(12.0, 8.6))
+    (a, b), (c, d) = axes
+    if 272 in plain:  # P = 272: the profile, and Delta F as the divide moves against SMC
+        cut = float(smc.attrs["boundary_aG"])
+        at = landscape_report(az.from_netcdf(_scan(r"kernel_P(\d+)_d0\.nc")[272]), divide=cut,
+                              divides=np.round(np.arange(1.3, 3.51, 0.1), 2))  # fmt: skip
+        landscape_profile(at, a, label="Level 1, g = I (umbrella + MBAR)")
+        a.set_title("F(aG) at Table 1, P = 272, dataset 0")
+        ok = at.delta_F_divide_se.notnull()
+        b.errorbar(at.divide_q[ok], at.delta_F_divide[ok], yerr=at.delta_F_divide_se[ok],
+                   fmt="o", ms=3, capsize=2, label="Level 1: umbrella + MBAR")  # fmt: skip
     b.errorbar([smc.attrs["boundary_aG"]], [float(smc.delta_F)], yerr=[float(smc.delta_F_se)],
                fmt="s", color="k", ms=6, label="Level 1: SMC per basin at its divide")  # fmt: skip
     b.axhline(float(smc.delta_F_level2), color="0.4", ls="--", label="Level 2 (exact, logdet)")
-    b.set_xlabel("divide $a_G$")
-    b.set_ylabel(r"$\Delta F = F_{strong} - F_{weak}$ [nats]")
-    b.set_title("ΔF as the divide moves")
+    b.set(xlabel="divide $a_G$", ylabel=r"$\Delta F = F_{strong} - F_{weak}$ [nats]",
+          title="P = 272: ΔF as the divide moves")  # fmt: skip
     b.legend(fontsize=8)
+    cmap = plt.get_cmap("viridis")
+    Ps = sorted(plain)
+    for i, P in enumerate(Ps):  # the profiles across the scan, each shifted to its minimum
+        prof, col = plain[P], cmap(i / max(len(Ps) - 1, 1))
+        ok = np.isfinite(prof.F.values)
+        F = prof.F.values - np.nanmin(prof.F.values)
+        c.errorbar(prof.q.values[ok], F[ok], yerr=prof.F_se.values[ok], fmt="o", ms=2,
+                   color=col, capsize=1, label=f"P = {P}")  # fmt: skip
+        if "F_level2" in prof:
+            F2 = prof.F_level2.values
+            c.plot(prof.q.values, F2 - np.nanmin(F2), "-", color=col, lw=0.8, alpha=0.7)
+    c.axvline(divide, color="0.5", ls=":", lw=1)
+    c.set(xlabel="$a_G$", ylabel="F(aG) − min [nats]", ylim=(-2, 100),
+          title="Level 1 (g = I, points) and Level 2 (lines) across P")  # fmt: skip
+    c.legend(fontsize=7, ncol=2)
+    rows = []
+    for kind, reps, fmt in (("Level 1, g = I", plain, "o"),
+                            ("Level 1, d = 10⁴ Gram", gram, "s")):  # fmt: skip
+        if reps:
+            P = np.array(sorted(reps))
+            dF = np.array([float(reps[p].delta_F) for p in P])
+            se = np.array([float(reps[p].delta_F_se) for p in P])
+            d.errorbar(P, dF, yerr=se, fmt=fmt + "-", ms=4, capsize=2, label=kind)
+            rows += [_row(p, reps[p], kind) for p in P]
+    grid = np.arange(255.0, 326.0, 1.0)
+    d.plot(grid, [_level2_delta_F(task, hyper, p, divide) for p in grid], "-", color="0.3",
+           label="Level 2 (quadrature, logdet)")  # fmt: skip
+    d.axhline(0.0, color="0.6", lw=0.8)
+    d.axvspan(264.97, 296.76, color="tab:orange", alpha=0.08, label="Level-2 coexistence")
+    d.axvline(P_STAR, color="tab:orange", ls=":", lw=1)
+    d.set(xlabel="P", ylabel=f"ΔF at aG = {divide:.2f} [nats]",
+          title="ΔF(P) at Level 2's divide at its P*")  # fmt: skip
+    d.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(FOLDER / "landscape.png", dpi=110)
-    out = prof.copy()
-    out["smc_delta_F"], out["smc_delta_F_se"] = smc.delta_F, smc.delta_F_se
-    out.attrs.update(smc_divide=float(smc.attrs["boundary_aG"]),
-                     script="docs/scripts/landscape.py figure", source=str(RUN))  # fmt: skip
-    out.to_netcdf(FOLDER / "landscape.nc", engine="h5netcdf")
-    print(f"wrote {FOLDER / 'landscape.png'} and {FOLDER / 'landscape.nc'}")
+    table = xr.Dataset.from_dataframe(__import__("pandas").DataFrame(rows))
+    table.attrs.update(divide_aG=divide, smc_divide=float(smc.attrs["boundary_aG"]),
+                       smc_delta_F=float(smc.delta_F), smc_delta_F_se=float(smc.delta_F_se),
+                       script="docs/scripts/landscape.py figure")  # fmt: skip
+    table.to_netcdf(FOLDER / "landscape.nc", engine="h5netcdf")
+    for r in rows:
+        print(f"{r['kind']:24s} P = {r['P']}: Delta F {r['delta_F']:.2f} ± {r['delta_F_se']:.2f},"
+              f" minima {r['q_minima']}, barrier {r['barrier']:.2f}, overlap "
+              f"{r['min_overlap']:.3f}")  # fmt: skip
+
+
+def linear_figure(task, hyper):
+    files = sorted(SCAN.glob("linear_P*_m0_g10000.nc"))
+    if not files:
+        return
+    fig, axes = plt.subplots(1, len(files), figsize=(4.4 * len(files), 3.8), squeeze=False)
+    for ax, f in zip(axes[0], files, strict=True):
+        idata = az.from_netcdf(f)
+        prof = landscape_report(idata)
+        landscape_profile(prof, ax, label="Level 1, member 0, d = 10⁴ Gram")
+        w = np.exp(-prof.F.values) * (prof.edge_hi - prof.edge_lo).values
+        ok = np.isfinite(w)
+        mean = float(np.sum((w * prof.q.values)[ok]) / np.sum(w[ok]))
+        cmap = float(az.dataset(idata, "posterior").attrs["map_cG"])
+        ax.axvline(cmap, color="tab:red", ls="--", lw=1, label=f"MAP {cmap:.3f}")
+        ax.axvline(mean, color="tab:green", ls=":", lw=1.5, label=f"posterior mean {mean:.3f}")
+        ax.set_ylim(-1, 30)
+        ax.legend(fontsize=7)
+        print(f"linear {f.name}: profile mean cG {mean:.3f}, MAP {cmap:.3f}, minima "
+              f"{np.round(prof.q_minimum.values, 3)}")  # fmt: skip
+    fig.suptitle("Linear attention: F(cG) of the full posterior (points) and Level 2 (line)")
+    fig.tight_layout()
+    fig.savefig(FOLDER / "landscape_linear.png", dpi=110)
+
+
+def main():
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    softmax_figure(task, hyper)
+    linear_figure(task, hyper)
+    print(f"wrote {FOLDER / 'landscape.png'}, {FOLDER / 'landscape.nc'} and "
+          f"{FOLDER / 'landscape_linear.png'}")  # fmt: skip
 
 
 if __name__ == "__main__":
