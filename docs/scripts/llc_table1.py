@@ -134,13 +134,21 @@ def figure(res: dict, d: int, path: Path, quick: bool):
             ax.axvspan(*SOFTMAX_WINDOW, color="0.85", label="coexistence window 264.97–296.76")
             ax.axvline(SOFTMAX_P_STAR, color="0.4", ls="--", lw=1,
                        label=f"first-order P* = {SOFTMAX_P_STAR}")  # fmt: skip
+        ax.axhline(0, color="0.6", lw=0.8)
         if act in res:
             ds = res[act]
             P = ds["P"].values
-            ax.plot(P, ds["exact_llc_mean"], "k-o", ms=4, label="exact (W_O integrated out, NUTS)")
+            ax.errorbar(P, ds["exact_llc_mean"], yerr=2 * ds["exact_mcse"], fmt="k-o", ms=4,
+                        capsize=2, label="exact (W_O integrated out, NUTS; ± 2 MCSE)")  # fmt: skip
             if "sgld_llc_mean" in ds:
                 ax.errorbar(P, ds["sgld_llc_mean"], yerr=2 * ds["sgld_mcse"], fmt="s", ms=4,
                             color="C3", capsize=3, label="SGLD on the weights (± 2 MCSE)")  # fmt: skip
+            ax.set_xticks(P, [str(p) for p in P], fontsize=8)
+            ax.minorticks_off()
+            if float(ds["exact_llc_mean"].min()) < 0:
+                ax.text(0.98, 0.03, "λ̂ < 0: w* (a MAP with the prior) is not a critical\n"
+                        "point of L_n (docs/theory.md §11)", transform=ax.transAxes,
+                        fontsize=7, color="0.3", ha="right")  # fmt: skip
         ax.legend(fontsize=8)
     title = "λ̂ against P at the posterior-dominant minimum (exact MAP, frozen embeddings)"
     if quick:
@@ -162,6 +170,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None, help="folder of the per-point files")
     ap.add_argument("--figure", type=Path, default=None)
+    ap.add_argument("--figure-only", action="store_true", help="redraw from the files present")
     args = ap.parse_args(argv)
     name = "llc_table1_quick" if args.quick else "llc_table1"
     out_dir = args.out or ROOT / "docs" / "figures" / "paper" / name
@@ -169,7 +178,7 @@ def main(argv=None):
     out_dir.mkdir(parents=True, exist_ok=True)
     s = settings(args)
     Ps = [P for P in ProtocolConfig.paper().Ps if P >= 2]
-    for act in ("linear", "softmax"):
+    for act in ("linear", "softmax") if not args.figure_only else ():
         for P in QUICK_PS[act] if args.quick else Ps:
             path = out_dir / f"{act}_P{P}_d{args.d}.nc"
             if path.exists():
