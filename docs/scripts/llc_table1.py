@@ -1,0 +1,193 @@
+"""λ̂ against P at Table 1 (issue 28, point 5): the exact LLC of the frozen-embedding network beside
+SGLD on its weights, both activations, the paper's P values.
+
+At each (activation, P): the dataset and frozen embeddings drawn from the seed, w* the exact MAP
+(`experiments.llc.llc_problem("network", ...)`: the whitened Level-1 MAP mapped onto W_G, W_O), the
+localized target at nβ = P / log P and γ; the exact value `exact_frozen_llc` (W_O integrated out,
+NUTS over the (V+L)² = 900 numbers of the whitened gate, at any d) and SGLD on the d² + Vd
+weights (d = 256 only; skip with `--exact-only`, for example at d = 10⁴). P = 1 has no n / log n
+and is left out: 13 P per activation.
+
+Resumable: one NetCDF per point, `<out>/<activation>_P<P>_d<d>.nc`, skipped when present; each
+has the estimates and the provenance (command, settings, wall time) in its attrs. The figure
+(λ̂ against P, the transitions marked) is drawn from whatever files exist.
+
+Run:
+    .venv/bin/python docs/scripts/llc_table1.py --quick         # 3 P per activation, few draws
+    .venv/bin/python docs/scripts/llc_table1.py                 # the full study (hours)
+    .venv/bin/python docs/scripts/llc_table1.py --d 10000 --exact-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import xarray as xr
+
+import bayes_attn as ba
+from bayes_attn.analysis.llc import llc_estimate
+from bayes_attn.experiments.llc import llc_problem
+from bayes_attn.experiments.protocol import ProtocolConfig
+from bayes_attn.inference.llc import exact_frozen_llc, run_llc
+from bayes_attn.io import write_atomic
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the transitions of Table 1 (docs/validation.md): linear second-order P*, softmax first order
+LINEAR_P_STAR = 22.76
+SOFTMAX_P_STAR, SOFTMAX_WINDOW = 275.97, (264.97, 296.76)
+QUICK_PS = {"linear": (10, 20, 60), "softmax": (200, 275, 400)}
+
+
+def settings(args) -> dict:
+    # SGLD starts at w*: the directions held by γ alone relax in 1/(εγ) steps (5000 at the
+    # defaults), so the burn-in is 1 (quick) or 5 (full) of those
+    relax = 1 / (args.step * args.gamma)
+    quick = dict(exact_draws=100, exact_burnin=100, sgld_draws=100, chains=2,
+                 sgld_burnin=round(relax))  # fmt: skip
+    full = dict(exact_draws=1000, exact_burnin=500, sgld_draws=2000, chains=4,
+                sgld_burnin=round(5 * relax))  # fmt: skip
+    s = quick if args.quick else full
+    return {**s, "gamma": args.gamma, "step_size": args.step, "thinning": args.thinning,
+            "d": args.d, "seed": args.seed, "exact_only": bool(args.exact_only)}  # fmt: skip
+
+
+def one_point(activation, P, s, path):
+    """Run the exact LLC (and SGLD) at one point and write its NetCDF."""
+    cfg = ProtocolConfig.paper()
+    task, hyper = cfg.task(), ba.Hyper.paper()
+    t0 = time.perf_counter()
+    model, args, kw, w_star, _ = llc_problem(
+        "network", task, hyper, P, activation, d_model=s["d"], seed=s["seed"]
+    )
+    t_map = time.perf_counter() - t0
+    out = {}
+    t0 = time.perf_counter()
+    ex = llc_estimate(exact_frozen_llc(
+        model, w_star, model_args=args, model_kwargs=kw, gamma=s["gamma"], num_chains=s["chains"],
+        num_draws=s["exact_draws"], num_burnin=s["exact_burnin"], seed=s["seed"],
+    ))  # fmt: skip
+    out["exact"] = (ex, time.perf_counter() - t0)
+    if not s["exact_only"]:
+        t0 = time.perf_counter()
+        sg = llc_estimate(run_llc(
+            model, w_star, model_args=args, model_kwargs=kw, sampler="sgld", gamma=s["gamma"],
+            step_size=s["step_size"], num_chains=s["chains"], num_draws=s["sgld_draws"],
+            num_burnin=s["sgld_burnin"], thinning=s["thinning"], seed=s["seed"],
+        ))  # fmt: skip
+        out["sgld"] = (sg, time.perf_counter() - t0)
+    data = {}
+    for name, (est, wall) in out.items():
+        for field in ("llc_mean", "mcse", "rhat", "ess", "acceptance"):
+            data[f"{name}_{field}"] = float(getattr(est, field))
+        data[f"{name}_wall_s"] = wall
+    ds = xr.Dataset(
+        {k: v for k, v in data.items()},
+        attrs={
+            "command": shlex.join(sys.argv), "activation": activation, "P": P,
+            "nbeta": ex.nbeta, "init_loss": ex.init_loss, "grad_norm": ex.grad_norm,
+            "map_wall_s": t_map, **{k: (int(v) if isinstance(v, bool) else v)
+                                     for k, v in s.items()},
+        },
+    )  # fmt: skip
+    write_atomic(ds, path)
+    line = (
+        f"{activation} P = {P}: exact {ex.llc_mean:.4g} ± {ex.mcse:.2g} ({out['exact'][1]:.0f} s)"
+    )
+    if "sgld" in out:
+        sg, wall = out["sgld"]
+        line += f", SGLD {sg.llc_mean:.4g} ± {sg.mcse:.2g} (acc {sg.acceptance:.3f}, {wall:.0f} s)"
+    print(line, flush=True)
+
+
+def collect(out_dir: Path, d: int) -> dict:
+    """{activation: Dataset over P} from the files present."""
+    res = {}
+    for act in ("linear", "softmax"):
+        files = sorted(
+            out_dir.glob(f"{act}_P*_d{d}.nc"), key=lambda p: int(p.stem.split("_")[1][1:])
+        )
+        if files:
+            parts = [
+                xr.load_dataset(f).expand_dims(P=[xr.load_dataset(f).attrs["P"]]) for f in files
+            ]
+            res[act] = xr.concat(parts, "P", combine_attrs="drop")
+    return res
+
+
+def figure(res: dict, d: int, path: Path, quick: bool):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, act in zip(axes, ("linear", "softmax"), strict=True):
+        ax.set_title(f"{act} attention (L = 25, V = 5, d = {d})")
+        ax.set_xscale("log")
+        ax.set_xlabel("P (training sequences)")
+        ax.set_ylabel("λ̂ (localized LLC, nβ = P / log P)")
+        if act == "linear":
+            ax.axvline(LINEAR_P_STAR, color="0.4", ls="--", lw=1,
+                       label=f"second-order P* = {LINEAR_P_STAR}")  # fmt: skip
+        else:
+            ax.axvspan(*SOFTMAX_WINDOW, color="0.85", label="coexistence window 264.97–296.76")
+            ax.axvline(SOFTMAX_P_STAR, color="0.4", ls="--", lw=1,
+                       label=f"first-order P* = {SOFTMAX_P_STAR}")  # fmt: skip
+        ax.axhline(0, color="0.6", lw=0.8)
+        if act in res:
+            ds = res[act]
+            P = ds["P"].values
+            ax.errorbar(P, ds["exact_llc_mean"], yerr=2 * ds["exact_mcse"], fmt="k-o", ms=4,
+                        capsize=2, label="exact (W_O integrated out, NUTS; ± 2 MCSE)")  # fmt: skip
+            if "sgld_llc_mean" in ds:
+                ax.errorbar(P, ds["sgld_llc_mean"], yerr=2 * ds["sgld_mcse"], fmt="s", ms=4,
+                            color="C3", capsize=3, label="SGLD on the weights (± 2 MCSE)")  # fmt: skip
+            ax.set_xticks(P, [str(p) for p in P], fontsize=8)
+            ax.minorticks_off()
+            if float(ds["exact_llc_mean"].min()) < 0:
+                ax.text(0.98, 0.03, "λ̂ < 0: w* (a MAP with the prior) is not a critical\n"
+                        "point of L_n (docs/theory.md §11)", transform=ax.transAxes,
+                        fontsize=7, color="0.3", ha="right")  # fmt: skip
+        ax.legend(fontsize=8)
+    title = "λ̂ against P at the posterior-dominant minimum (exact MAP, frozen embeddings)"
+    if quick:
+        title += " — QUICK RUN: few draws, not the study"
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="3 P per activation, few draws")
+    ap.add_argument("--d", type=int, default=256)
+    ap.add_argument("--exact-only", action="store_true")
+    ap.add_argument("--gamma", type=float, default=100.0)
+    ap.add_argument("--step", type=float, default=2e-6, help="SGLD ε (package convention)")
+    ap.add_argument("--thinning", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=None, help="folder of the per-point files")
+    ap.add_argument("--figure", type=Path, default=None)
+    ap.add_argument("--figure-only", action="store_true", help="redraw from the files present")
+    args = ap.parse_args(argv)
+    name = "llc_table1_quick" if args.quick else "llc_table1"
+    out_dir = args.out or ROOT / "docs" / "figures" / "paper" / name
+    fig_path = args.figure or ROOT / "docs" / "figures" / "paper" / f"{name}.png"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    s = settings(args)
+    Ps = [P for P in ProtocolConfig.paper().Ps if P >= 2]
+    for act in ("linear", "softmax") if not args.figure_only else ():
+        for P in QUICK_PS[act] if args.quick else Ps:
+            path = out_dir / f"{act}_P{P}_d{args.d}.nc"
+            if path.exists():
+                print(f"{path.name}: present, skipped")
+                continue
+            one_point(act, P, s, path)
+    figure(collect(out_dir, args.d), args.d, fig_path, args.quick)
+    print(f"figure: {fig_path}")
+
+
+if __name__ == "__main__":
+    main()
