@@ -95,7 +95,7 @@ def softmax_figure(task, hyper):
     cmap = plt.get_cmap("viridis")
     Ps = sorted(plain)
     for i, P in enumerate(Ps):  # the profiles across the scan, each shifted to its minimum
-        prof, col = plain[P], cmap(i / max(len(Ps) - 1, 1))
+        prof, col = plain[P], cmap(0.85 * i / max(len(Ps) - 1, 1))  # no pale yellow
         ok = np.isfinite(prof.F.values)
         F = prof.F.values - np.nanmin(prof.F.values)
         c.errorbar(prof.q.values[ok], F[ok], yerr=prof.F_se.values[ok], fmt="o", ms=2,
