@@ -41,7 +41,8 @@ from bayes_attn._validation import check_int, check_positive
 from bayes_attn.progress import say
 from bayes_attn.theory.profile import reduced_profile
 
-__all__ = ["free_energy_profile", "landscape_report", "landscape_text", "profile_minima"]
+__all__ = ["free_energy_profile", "landscape_report", "landscape_text", "profile_mean",
+           "profile_minima"]  # fmt: skip
 
 #: pymbar's rule of thumb for the overlap of neighbouring states
 MIN_OVERLAP = 0.03
@@ -331,6 +332,14 @@ def _bin_profile(task, hyper, P, prof, include_logdet, activation="softmax") -> 
     F_bin = top[:, 0] - np.log(mass / (hi - lo))
     ok = np.isfinite(F_bin)  # conditioned on the grid's range, as MBAR's F is
     return F_bin + logsumexp(-F_bin[ok] + np.log(hi - lo)[ok])
+
+
+def profile_mean(prof) -> float:
+    """The mean of q under the profile's density (bins with mass, weighted by mass): the
+    posterior mean of the order parameter over the windows' range."""
+    w = np.exp(-prof.F.values) * (prof.edge_hi - prof.edge_lo).values
+    ok = np.isfinite(w)
+    return float(np.sum((w * prof.q.values)[ok]) / np.sum(w[ok]))
 
 
 def landscape_text(prof) -> str:

@@ -339,10 +339,10 @@ def _hold(biased_U, q, starts, centres, kappas, batch, tries: int = 3):
 
 def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chains, num_warmup,
                  num_samples, target_accept, mesh, progress, batch, metric, plan,
-                 windows=None, offset=0) -> _Chains:  # fmt: skip
+                 windows=None) -> _Chains:  # fmt: skip
     """Relax, take the metric, and run every window's chains in one vectorised program (only
     the ``windows`` given, by index, after the starts of all are relaxed; each window's key is
-    folded from ``offset`` + its index)."""
+    folded from its index)."""
     import blackjax
 
     biased_U = _biased(pot.U, q)
@@ -350,7 +350,6 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
     x0, kappas = _hold(biased_U, q, starts, centres, kappas, batch, tries=3 if hold else 1)
     index = np.arange(len(centres)) if windows is None else np.asarray(windows, dtype=int)
     x0, centres, kappas = x0[index], np.asarray(centres)[index], kappas[index]
-    index = index + offset
     W = len(centres)
     say("umbrella: %d window starts relaxed; the metric of each", W, enabled=progress)
     if metric == "window":
@@ -705,12 +704,9 @@ def merge_umbrella(parts):
     planned = int(first.get("planned_windows", index.size))
     if index.size != planned:
         raise ValueError(f"parts: {index.size} of the {planned} planned windows; some are missing")
-    out = {}
+    merged = parts[0].copy()
     for group in az.groups(parts[0]):
         joined = xr.concat([az.dataset(p, group) for p in parts], dim="window")
-        out[group] = joined.sortby("window")
-    merged = parts[0].copy()
-    for group, ds in out.items():
-        az.set_group(merged, group, ds)
+        az.set_group(merged, group, joined.sortby("window"))
         merged[group].attrs.update(first, windows=planned)
     return merged

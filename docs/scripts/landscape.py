@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 import bayes_attn as ba
+from bayes_attn.analysis.free_energy import profile_mean
 from bayes_attn.experiments.coexistence import level_modes
 from bayes_attn.experiments.landscape import (
     landscape_report,
@@ -93,9 +94,7 @@ def linear(Ps, command, samples):
         write_landscape(idata, out)
         prof = landscape_report(idata)
         print(landscape_text(prof))
-        w = np.exp(-prof.F.values) * (prof.edge_hi - prof.edge_lo).values
-        ok = np.isfinite(w)
-        print(f"profile mean of cG {np.sum((w * prof.q.values)[ok]) / np.sum(w[ok]):.3f} "
+        print(f"profile mean of cG {profile_mean(prof):.3f} "
               f"against the MAP {cG:.3f}; wall {wall:.0f} s; wrote {out}", flush=True)  # fmt: skip
 
 

@@ -29,7 +29,7 @@ from scipy.special import logsumexp  # noqa: E402
 
 import bayes_attn as ba  # noqa: E402
 from bayes_attn import _arviz as az  # noqa: E402
-from bayes_attn.analysis.free_energy import landscape_report  # noqa: E402
+from bayes_attn.analysis.free_energy import landscape_report, profile_mean  # noqa: E402
 from bayes_attn.plotting.plots import landscape_profile  # noqa: E402
 from bayes_attn.theory.modes import phase_boundary  # noqa: E402
 from bayes_attn.theory.profile import reduced_profile  # noqa: E402
@@ -72,14 +72,15 @@ def _row(P, prof, kind):
 
 def softmax_figure(task, hyper):
     divide = phase_boundary(task, hyper, P_STAR, include_logdet=True)
-    plain = _reports(_scan(r"kernel_P(\d+)_d0\.nc"), divide)
+    plain_files = _scan(r"kernel_P(\d+)_d0\.nc")
+    plain = _reports(plain_files, divide)
     gram = _reports(_scan(r"kernel_P(\d+)_d0_g10000\.nc"), divide)
     smc = xr.open_dataset(SMC, engine="h5netcdf").load()
     fig, axes = plt.subplots(2, 2, figsize=(12.0, 8.6))
     (a, b), (c, d) = axes
     if 272 in plain:  # P = 272: the profile, and Delta F as the divide moves against SMC
         cut = float(smc.attrs["boundary_aG"])
-        at = landscape_report(az.from_netcdf(_scan(r"kernel_P(\d+)_d0\.nc")[272]), divide=cut,
+        at = landscape_report(az.from_netcdf(plain_files[272]), divide=cut,
                               divides=np.round(np.arange(1.3, 3.51, 0.1), 2))  # fmt: skip
         landscape_profile(at, a, label="Level 1, g = I (umbrella + MBAR)")
         a.set_title("F(aG) at Table 1, P = 272, dataset 0")
@@ -127,7 +128,7 @@ def softmax_figure(task, hyper):
     d.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(FOLDER / "landscape.png", dpi=110)
-    table = xr.Dataset.from_dataframe(__import__("pandas").DataFrame(rows))
+    table = xr.Dataset({k: ("row", [r[k] for r in rows]) for k in rows[0]} if rows else {})
     table.attrs.update(divide_aG=divide, smc_divide=float(smc.attrs["boundary_aG"]),
                        smc_delta_F=float(smc.delta_F), smc_delta_F_se=float(smc.delta_F_se),
                        script="docs/scripts/landscape.py figure")  # fmt: skip
@@ -147,9 +148,7 @@ def linear_figure(task, hyper):
         idata = az.from_netcdf(f)
         prof = landscape_report(idata)
         landscape_profile(prof, ax, label="Level 1, member 0, d = 10⁴ Gram")
-        w = np.exp(-prof.F.values) * (prof.edge_hi - prof.edge_lo).values
-        ok = np.isfinite(w)
-        mean = float(np.sum((w * prof.q.values)[ok]) / np.sum(w[ok]))
+        mean = profile_mean(prof)
         cmap = float(az.dataset(idata, "posterior").attrs["map_cG"])
         ax.axvline(cmap, color="tab:red", ls="--", lw=1, label=f"MAP {cmap:.3f}")
         ax.axvline(mean, color="tab:green", ls=":", lw=1.5, label=f"posterior mean {mean:.3f}")
