@@ -63,7 +63,7 @@ from bayes_attn.inference._call import resolve_key
 from bayes_attn.inference.members import adapt_nuts_step
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.sharding import member_mesh, sharded_map
-from bayes_attn.progress import announce, say, seconds_per_call
+from bayes_attn.progress import announce, duration, say, seconds_per_call
 
 __all__ = ["UmbrellaPlan", "merge_umbrella", "overlap", "plan_windows", "run_umbrella"]
 
@@ -267,6 +267,24 @@ def _mode_metrics(q, x0, kappas, plan) -> np.ndarray:
     return np.stack([0.5 * (m + m.T) for m in out])
 
 
+def _ticker(total: int, progress: bool):
+    """The host callback that reports each window's chain as it ends: how many of ``total``,
+    the window (index and centre), its acceptance, and the time so far."""
+    state = {"done": 0, "t0": time.perf_counter()}
+
+    def tick(i, centre, acceptance):
+        for k, c, a in zip(np.atleast_1d(i), np.atleast_1d(centre), np.atleast_1d(acceptance),
+                           strict=True):  # fmt: skip
+            if state["done"] == total:  # the padding of the last batch or device
+                return
+            state["done"] += 1
+            say("umbrella: chain %d/%d done (window %d at %.4g, acceptance %.2f), %s so far",
+                state["done"], total, int(k), float(c), float(a),
+                duration(time.perf_counter() - state["t0"]), enabled=progress)  # fmt: skip
+
+    return tick
+
+
 def _observer(pot, names):
     def observe(x):
         tr = pot.trace(x)
@@ -351,7 +369,8 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
     index = np.arange(len(centres)) if windows is None else np.asarray(windows, dtype=int)
     x0, centres, kappas = x0[index], np.asarray(centres)[index], kappas[index]
     W = len(centres)
-    say("umbrella: %d window starts relaxed; the metric of each", W, enabled=progress)
+    say("umbrella: %d window starts relaxed; each window's metric next, then its chains", W,
+        enabled=progress)  # fmt: skip
     if metric == "window":
         chunk = batch if batch > 0 else 30
         inv_mass = np.stack([_metric(biased_U, x0[k], centres[k], kappas[k], chunk)
@@ -361,8 +380,10 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
     observe = _observer(pot, names)
     kernel = blackjax.nuts.build_kernel()
 
+    tick = _ticker(W * num_chains, progress)
+
     def chain(args):
-        k, x, c, kap, inv = args
+        k, x, c, kap, inv, i = args
         logdensity = lambda z: -biased_U(z, c, kap)  # noqa: E731
         k_warm, k_draw = jax.random.split(k)
         state, step = adapt_nuts_step(k_warm, x, logdensity, inv, num_warmup, target_accept)
@@ -374,6 +395,8 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
                            info.num_integration_steps, info.is_divergent)  # fmt: skip
 
         state, out = jax.lax.scan(draw, state, jax.random.split(k_draw, num_samples))
+        if progress:  # a line as each chain ends (a 900-dimensional window takes a minute)
+            jax.debug.callback(tick, i, c, jnp.mean(out[1]))
         return out, step, state.position
 
     rep = lambda a: jnp.repeat(jnp.asarray(a), num_chains, axis=0)  # noqa: E731
@@ -381,7 +404,7 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
     keys = jax.vmap(lambda i: jax.random.split(jax.random.fold_in(key, i), num_chains))(
         jnp.asarray(index)
     ).reshape(W * num_chains)
-    args = (keys, rep(x0), rep(centres), rep(kappas), rep(inv_mass))
+    args = (keys, rep(x0), rep(centres), rep(kappas), rep(inv_mass), rep(index))
     mesh = member_mesh() if mesh is None else mesh
     n_dev = mesh.size
     per_dev = -(-W * num_chains // n_dev)

@@ -16,6 +16,7 @@ Run:
     .venv/bin/python docs/scripts/llc_table1.py --quick         # 3 P per activation, few draws
     .venv/bin/python docs/scripts/llc_table1.py                 # the full study (hours)
     .venv/bin/python docs/scripts/llc_table1.py --d 10000 --exact-only
+    .venv/bin/python docs/scripts/llc_table1.py --activation softmax --Ps 272,290,300  # a part
 """
 
 from __future__ import annotations
@@ -171,6 +172,11 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=None, help="folder of the per-point files")
     ap.add_argument("--figure", type=Path, default=None)
     ap.add_argument("--figure-only", action="store_true", help="redraw from the files present")
+    ap.add_argument("--activation", choices=("linear", "softmax"), default=None,
+                    help="one activation only (default both)")  # fmt: skip
+    ap.add_argument("--Ps", default=None,
+                    help="the P values, comma-separated, in the order to run (default the "
+                    "paper's, P >= 2)")  # fmt: skip
     args = ap.parse_args(argv)
     name = "llc_table1_quick" if args.quick else "llc_table1"
     out_dir = args.out or ROOT / "docs" / "figures" / "paper" / name
@@ -178,8 +184,13 @@ def main(argv=None):
     out_dir.mkdir(parents=True, exist_ok=True)
     s = settings(args)
     Ps = [P for P in ProtocolConfig.paper().Ps if P >= 2]
-    for act in ("linear", "softmax") if not args.figure_only else ():
-        for P in QUICK_PS[act] if args.quick else Ps:
+    if args.Ps:
+        Ps = [int(p) for p in args.Ps.split(",")]
+        if min(Ps) < 2:
+            ap.error(f"--Ps: nβ = n / log n needs P >= 2, got {min(Ps)}")
+    acts = (args.activation,) if args.activation else ("linear", "softmax")
+    for act in acts if not args.figure_only else ():
+        for P in QUICK_PS[act] if args.quick and not args.Ps else Ps:
             path = out_dir / f"{act}_P{P}_d{args.d}.nc"
             if path.exists():
                 print(f"{path.name}: present, skipped")
