@@ -74,18 +74,14 @@ def test_level2_delta_F_against_quadrature(include_logdet, expected):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="measured: F(aG) beyond the strong minimum lies 2.5-3.0 s.e. below quadrature in four "
-    "runs (both densities; 500 and 4000 draws per chain), the largest |z| over 60 bins 3.01 at "
-    "4000 draws; not yet explained (docs/validation.md, 'Free-energy profiles')",
-    strict=False,
-)
-def test_level2_profile_within_three_se_at_every_bin():
-    # the same budget as above, with the log-determinant
-    prof, _ = _level2(True, 4000, 2)
+@pytest.mark.parametrize("include_logdet", [True, False])
+def test_level2_profile_within_three_se_at_every_bin(include_logdet):
+    # the same budget as above; 60 bins, each within 3 s.e. (measured at seed 0: the largest |z|
+    # 1.38 with the log-determinant, 2.24 without; docs/validation.md, "Free-energy profiles")
+    prof, _ = _level2(include_logdet, 4000, 2)
     ok = np.isfinite(prof.F_se.values)
     z = (prof.F.values - prof.F_level2.values)[ok] / prof.F_se.values[ok]
-    assert np.max(np.abs(z)) < 3.0, z
+    assert ok.sum() > 50 and np.max(np.abs(z)) < 3.0, z
 
 
 @pytest.mark.slow
@@ -140,13 +136,19 @@ def _mixture_model(w_strong, sep, sd):
     return model
 
 
-def test_two_component_mixture_delta_F():
+def test_two_component_mixture_delta_F(caplog):
     w, sep, sd = 0.2, 2.0, 0.4  # barrier ~ (sep / sd)^2 / 2 = 12.5 nats
     model = _mixture_model(w, sep, sd)
     # the default placement (from both modes) x 2 chains x 4000 draws: s.e. ~ 0.15
-    idata = run_umbrella(model, "q", starts=[{"x": np.array([-sep, 0.0])},
-                                             {"x": np.array([sep, 0.0])}],
-                         num_warmup=200, num_samples=4000, seed=2)  # fmt: skip
+    with caplog.at_level("INFO", logger="bayes_attn"):
+        idata = run_umbrella(model, "q", starts=[{"x": np.array([-sep, 0.0])},
+                                                 {"x": np.array([sep, 0.0])}],
+                             num_warmup=200, num_samples=4000, seed=2, progress=True)  # fmt: skip
+    # progress: a line as each window's chain ends (the refinement round's too), with its window,
+    # centre and acceptance
+    n = idata.posterior.sizes["window"] * idata.posterior.sizes["chain"]
+    done = [r.getMessage() for r in caplog.records if "done (window" in r.getMessage()]
+    assert len(done) == n and all("acceptance 0." in m for m in done), done
     prof = free_energy_profile(idata, divide=0.0)
     exact = math.log((1 - w) / w)  # the tails beyond the divide are 5 sd out: 3e-7
     se = float(prof.delta_F_se)
