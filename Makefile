@@ -50,10 +50,14 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_phase_grid.py
 
-# the peers of issue 14: PyTorch (CPU wheel) and devinterp in their own venv, beside ours
+# the peers of issue 14: PyTorch and devinterp in their own venv, beside ours. torch's CPU wheel
+# (about 200 MB) from PyTorch's index; where that index cannot be reached, PyPI's torch (the CUDA
+# build, several GB, which runs on the CPU too)
 bench-peers: $(STAMP)
 	test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
-	.venv-bench/bin/python -m pip install -q 'torch==2.13.0' 'devinterp==2.0.1'
+	.venv-bench/bin/python -m pip install -q --index-url https://download.pytorch.org/whl/cpu 'torch==2.13.0' \
+		|| .venv-bench/bin/python -m pip install -q 'torch==2.13.0'
+	.venv-bench/bin/python -m pip install -q 'devinterp==2.0.1'
 	$(PY) benchmarks/bench_peers.py
 
 clean:
