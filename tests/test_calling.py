@@ -19,6 +19,7 @@ ARGS = (TASK, HYPER, 276.0, "softmax")
 NUTS = dict(num_chains=2, num_warmup=30, num_samples=20, progress_bar=False)
 
 
+@pytest.mark.slow  # the deprecated call form (three compiled samplers); the new forms are checked below
 def test_old_form_warns_and_gives_the_same_draws():
     new = run_nuts(
         order_param_model, model_args=ARGS, model_kwargs={"include_logdet": True}, **NUTS

@@ -56,7 +56,8 @@ def test_basin_evidence_is_exact_for_a_gaussian_posterior():
     assert (b.num_tempering_steps == 1).all()
 
 
-@pytest.mark.parametrize("include_logdet", [False, True])
+# the default density (with the log-determinant) in the default run; without it under -m slow
+@pytest.mark.parametrize("include_logdet", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_reduced_phase_free_energy_matches_quadrature(include_logdet):
     """Level 2 at the paper preset's weight crossing: the per-basin SMC evidences and their Delta F
     against the exact quadrature of ``modes`` with the same ``include_logdet`` (the same option,

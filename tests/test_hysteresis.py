@@ -40,6 +40,7 @@ def test_sweep_warm_starts_and_records_both_directions():
     assert np.allclose(np.abs(top_up), np.abs(top_down), rtol=0.2, atol=0.05)
 
 
+@pytest.mark.slow  # Adam then SGLD on the network (~30 s loaded); the warm-start sweep above stays
 def test_sweep_sgld_from_adam_keeps_adam_and_the_frozen_embeddings():
     """SGLD runs from each Adam solution without changing the Adam sweep; ``jump_points`` reads
     the SGLD means with ``var``."""

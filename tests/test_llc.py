@@ -405,6 +405,7 @@ def test_free_energy_by_thermodynamic_integration_on_the_quadratic():
     assert np.all(ds["t"] > 0) and np.all(ds["t"] < NBETA) and ds.sizes["node_half"] == 3
 
 
+@pytest.mark.slow  # two TI ladders (~25 s on CI); TI on the quadratic stays in the default run
 def test_free_energy_difference_of_two_minima_of_a_double_well():
     """The localized F at each local minimum of a 1-D double well, and their difference, against
     1-D quadrature of the same localized tempered density."""

@@ -258,6 +258,7 @@ print("result", idata.posterior.attrs["sampler"])
 """
 
 
+@pytest.mark.slow  # a subprocess running network SMC; test_cli checks the same stderr lines on Level 2
 def test_network_smc_says_its_cost_and_steps_on_stderr():
     """Without any logging setup: what it does and its cost first, then the progress bar over
     lambda with each step (the per-step lines are at DEBUG), all on stderr; stdout holds only

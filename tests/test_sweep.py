@@ -114,6 +114,7 @@ def test_bad_configs_name_the_setting():
         SweepConfig(kind="nuts", P=(1,), options={"level": "deep"})
 
 
+@pytest.mark.slow  # two protocol runs (~22 s on CI); the killed-and-resumed sweep above stays
 def test_protocol_sweep_equals_run_protocol(tmp_path):
     tiny = dict(members=2, num_test=10, d_model=8, max_steps=100, sgld_warmup=5, sgld_samples=5)
     tiny.update(level1=False, chunk=50)
