@@ -143,7 +143,8 @@ def linear_figure(task, hyper):
     files = sorted(SCAN.glob("linear_P*_m0_g10000.nc"))
     if not files:
         return
-    fig, axes = plt.subplots(1, len(files), figsize=(4.4 * len(files), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(files), figsize=(max(7.0, 4.6 * len(files)), 4.2),
+                             squeeze=False)  # fmt: skip
     for ax, f in zip(axes[0], files, strict=True):
         idata = az.from_netcdf(f)
         prof = landscape_report(idata)
@@ -152,11 +153,15 @@ def linear_figure(task, hyper):
         cmap = float(az.dataset(idata, "posterior").attrs["map_cG"])
         ax.axvline(cmap, color="tab:red", ls="--", lw=1, label=f"MAP {cmap:.3f}")
         ax.axvline(mean, color="tab:green", ls=":", lw=1.5, label=f"posterior mean {mean:.3f}")
-        ax.set_ylim(-1, 30)
-        ax.legend(fontsize=7)
+        if "F_level2" in prof:  # where Level 2's own F(cG) has its minimum: no entropy of M there
+            q2 = float(prof.q[int(np.nanargmin(prof.F_level2.values))])
+            ax.axvline(q2, color="k", ls=":", lw=1, label=f"Level 2's minimum {q2:.3f}")
+        ax.set_ylim(-1, 42)
+        ax.legend(fontsize=7, loc="upper center", ncol=2)
         print(f"linear {f.name}: profile mean cG {mean:.3f}, MAP {cmap:.3f}, minima "
               f"{np.round(prof.q_minimum.values, 3)}")  # fmt: skip
-    fig.suptitle("Linear attention: F(cG) of the full posterior (points) and Level 2 (line)")
+    fig.suptitle("Linear attention: F(cG) of the full posterior (points) and Level 2 (line)",
+                 fontsize=10)  # fmt: skip
     fig.tight_layout()
     fig.savefig(FOLDER / "landscape_linear.png", dpi=110)
 
