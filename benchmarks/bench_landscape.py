@@ -1,8 +1,9 @@
 """Umbrella sampling + MBAR against SMC per basin for the phases' free-energy difference.
 
-One small Level-1 problem (L = 16, V = 3, chi = 30, sigma^2 = 30, softmax; the issue's L = 8 has no
-first-order transition at Table 1's chi, sigma^2: the softmax critical end point is at L = 15.58, so
-below it Level 2 has one phase and the script stops with that message; a dataset drawn with
+One smaller Level-1 problem (L = 20, V = 3, chi = 30, sigma^2 = 30, softmax: (V + L)^2 = 529
+weights against Table 1's 900; the issue's L = 8 has no first-order transition at Table 1's chi,
+sigma^2: at V = 3 the softmax critical end point is at L = 17.75 (``critical_end_point``; 15.58 is
+Table 1's V = 5), so below it Level 2 has one phase and the script stops with that message; a dataset drawn with
 ``key(0)`` at a P inside the Level-2 coexistence window where both Level-1 phases are modes), both
 methods in one process:
 
@@ -15,7 +16,7 @@ It prints both Delta F with their standard errors and wall times, and the time r
 standard error, ``(t_smc / t_umbrella) x (se_smc / se_umbrella)^2`` (a Monte Carlo error falls like
 one over the square root of the work). The goal is >= 10.
 
-Run: ``python benchmarks/bench_landscape.py [--L 16] [--P P] [--samples 400]``.
+Run: ``python benchmarks/bench_landscape.py [--L 20] [--P P] [--samples 400]``.
 """
 
 from __future__ import annotations
@@ -31,20 +32,22 @@ import bayes_attn as ba
 from bayes_attn.experiments.coexistence import level_modes, phase_free_energies
 from bayes_attn.experiments.landscape import landscape_report, run_landscape
 from bayes_attn.theory import phase_boundaries
+from bayes_attn.theory.boundaries import critical_end_point
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--P", type=int, default=None, help="default: inside both windows")
     parser.add_argument("--samples", type=int, default=400)
-    parser.add_argument("--L", type=int, default=16)
+    parser.add_argument("--L", type=int, default=20)
     args = parser.parse_args(argv)
     task, hyper = ba.CopyTask(args.L, 3), ba.Hyper.paper()
     b = phase_boundaries(task, hyper)
     lo, hi = b.spinodals
     if not (math.isfinite(lo) and math.isfinite(hi)):
+        end = critical_end_point(ba.CopyTask(40, 3), hyper)["L"]
         raise SystemExit(f"L = {args.L}, V = 3: no first-order softmax transition at this preset "
-                         "(below the critical end point, L = 15.58): no two phases to compare")  # fmt: skip
+                         f"(below the critical end point, L = {end:.2f}): no two phases to compare")  # fmt: skip
     print(f"L = {args.L}, V = 3: Level-2 spinodals {lo:.1f}, {hi:.1f}, equal action "
           f"{b.first_order:.1f}")  # fmt: skip
     pool = task.sample(jax.random.key(0), int(hi) + 40)
