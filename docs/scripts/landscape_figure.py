@@ -94,8 +94,13 @@ def softmax_figure(task, hyper):
           title="P = 272: ΔF as the divide moves")  # fmt: skip
     b.legend(fontsize=8)
     cmap = plt.get_cmap("viridis")
+    # the profiles across the scan, each shifted to its minimum: six of them where the scan has
+    # more (every point is in the Delta F(P) panel), so that the curves stay readable: far
+    # below, at 272 (SMC's P), at the shoulder (284), with both minima (290, 300), far above
     Ps = sorted(plain)
-    for i, P in enumerate(Ps):  # the profiles across the scan, each shifted to its minimum
+    if len(Ps) > 6:
+        Ps = [P for P in (260, 272, 284, 290, 300, 320) if P in plain] or Ps[:: len(Ps) // 6 + 1]
+    for i, P in enumerate(Ps):
         prof, col = plain[P], cmap(0.85 * i / max(len(Ps) - 1, 1))  # no pale yellow
         ok = np.isfinite(prof.F.values)
         F = prof.F.values - np.nanmin(prof.F.values)
@@ -106,7 +111,7 @@ def softmax_figure(task, hyper):
             c.plot(prof.q.values, F2 - np.nanmin(F2), "-", color=col, lw=0.8, alpha=0.7)
     c.axvline(divide, color="0.5", ls=":", lw=1)
     c.set(xlabel="$a_G$", ylabel="F(aG) − min [nats]", ylim=(-2, 100),
-          title="Level 1 (g = I, points) and Level 2 (lines) across P")  # fmt: skip
+          title="Level 1 (g = I, points) and Level 2 (lines) at six P")  # fmt: skip
     c.legend(fontsize=7, ncol=2)
     rows = []
     for kind, reps, fmt in (("Level 1, g = I", plain, "o"),
