@@ -58,13 +58,18 @@ def _level2_delta_F(task, hyper, P, divide) -> float:
     return float(logsumexp(lw[x < divide]) - logsumexp(lw[x >= divide]))
 
 
-def _reports(files, divide):
-    return {P: landscape_report(az.from_netcdf(f), divide=divide) for P, f in files.items()}
+def _reports(files, divide, smc_divide):
+    """Each file's report at the divide, with Delta F at SMC's divide among its ``divides``."""
+    return {P: landscape_report(az.from_netcdf(f), divide=divide, divides=[smc_divide])
+            for P, f in files.items()}  # fmt: skip
 
 
-def _row(P, prof, kind):
+def _row(P, prof, kind, level2):
     return {"P": P, "kind": kind, "delta_F": float(prof.delta_F),
-            "delta_F_se": float(prof.delta_F_se), "n_minima": int(prof.q_minimum.size),
+            "delta_F_se": float(prof.delta_F_se),
+            "delta_F_smc_divide": float(prof.delta_F_divide[0]),
+            "delta_F_smc_divide_se": float(prof.delta_F_divide_se[0]),
+            "delta_F_level2": level2, "n_minima": int(prof.q_minimum.size),
             "q_minima": ", ".join(f"{q:.2f}" for q in prof.q_minimum.values),
             "barrier": float(prof.barrier_above) if prof.q_minimum.size > 1 else np.nan,
             "min_overlap": float(prof.min_overlap_next)}  # fmt: skip
@@ -72,10 +77,10 @@ def _row(P, prof, kind):
 
 def softmax_figure(task, hyper):
     divide = phase_boundary(task, hyper, P_STAR, include_logdet=True)
-    plain_files = _scan(r"kernel_P(\d+)_d0\.nc")
-    plain = _reports(plain_files, divide)
-    gram = _reports(_scan(r"kernel_P(\d+)_d0_g10000\.nc"), divide)
     smc = xr.open_dataset(SMC, engine="h5netcdf").load()
+    plain_files = _scan(r"kernel_P(\d+)_d0\.nc")
+    plain = _reports(plain_files, divide, float(smc.attrs["boundary_aG"]))
+    gram = _reports(_scan(r"kernel_P(\d+)_d0_g10000\.nc"), divide, float(smc.attrs["boundary_aG"]))
     fig, axes = plt.subplots(2, 2, figsize=(12.0, 8.6))
     (a, b), (c, d) = axes
     if 272 in plain:  # P = 272: the profile, and Delta F as the divide moves against SMC
@@ -121,7 +126,7 @@ def softmax_figure(task, hyper):
             dF = np.array([float(reps[p].delta_F) for p in P])
             se = np.array([float(reps[p].delta_F_se) for p in P])
             d.errorbar(P, dF, yerr=se, fmt=fmt + "-", ms=4, capsize=2, label=kind)
-            rows += [_row(p, reps[p], kind) for p in P]
+            rows += [_row(p, reps[p], kind, _level2_delta_F(task, hyper, p, divide)) for p in P]
     grid = np.arange(255.0, 326.0, 1.0)
     d.plot(grid, [_level2_delta_F(task, hyper, p, divide) for p in grid], "-", color="0.3",
            label="Level 2 (quadrature, logdet)")  # fmt: skip
@@ -139,7 +144,9 @@ def softmax_figure(task, hyper):
                        script="docs/scripts/landscape.py figure")  # fmt: skip
     table.to_netcdf(FOLDER / "landscape.nc", engine="h5netcdf")
     for r in rows:
-        print(f"{r['kind']:24s} P = {r['P']}: Delta F {r['delta_F']:.2f} ± {r['delta_F_se']:.2f},"
+        print(f"{r['kind']:24s} P = {r['P']}: Delta F {r['delta_F']:.2f} ± {r['delta_F_se']:.2f}"
+              f" (at SMC's divide {r['delta_F_smc_divide']:.2f} ± "
+              f"{r['delta_F_smc_divide_se']:.2f}; Level 2 {r['delta_F_level2']:.2f}),"
               f" minima {r['q_minima']}, barrier {r['barrier']:.2f}, overlap "
               f"{r['min_overlap']:.3f}")  # fmt: skip
 
