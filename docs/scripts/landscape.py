@@ -107,7 +107,8 @@ def main(argv=None):
     parser.add_argument("--dataset", type=int, default=0)
     parser.add_argument("--gram-width", type=int, default=None)
     parser.add_argument("--samples", type=int, default=UMBRELLA["num_samples"])
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--out", default=None,
+                        help="run, small: the file; scan: the folder (for a timing away from the data)")  # fmt: skip
     args = parser.parse_args(argv)
     command = "python docs/scripts/landscape.py " + " ".join(argv or sys.argv[1:])
     if args.what == "figure":
@@ -130,7 +131,7 @@ def main(argv=None):
         return measure(task, hyper, pool[: args.P], out, command, gram_width=args.gram_width,
                        num_samples=args.samples)  # fmt: skip
     for P in (int(p) for p in args.Ps.split(",")):  # resumable: a point written is skipped
-        out = f"docs/figures/paper/landscape_scan/kernel_P{P}_d{args.dataset}{g}.nc"
+        out = f"{args.out or 'docs/figures/paper/landscape_scan'}/kernel_P{P}_d{args.dataset}{g}.nc"
         if Path(out).exists():
             print(f"P = {P}: {out} exists, skipped", flush=True)
             continue
