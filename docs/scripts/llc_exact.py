@@ -7,9 +7,14 @@
    exact MAP: the exact LLC (W_O integrated out, NUTS over the whitened gate) against MALA and
    SGLD on the explicit network's weights at d = 16 and d = 64, SGLD on a halving ladder of ε.
 
+3. ``--calibrate [d]``: ``calibrate_llc`` on the same network (d = 64 by default), SGLD on a
+   halving ladder of four steps at nβ = P / log P and at nβ = P, with the exact value at each nβ
+   beside its verdict; the table and the figure go to ``docs/figures/llc_calibration_d<d>.{nc,png}``.
+
 Run: ``.venv/bin/python docs/scripts/llc_exact.py [d ...] [--quick]`` (about 15 min on 2 busy cores; the
-toy checks only with the default widths 16 and 64). The steps scale as 16 / d (the curvature
-of the network's W_G grows with d) and each kept draw is d / 16 steps after the last.
+toy checks only with the default widths 16 and 64); ``... llc_exact.py --calibrate [64]``. The
+steps scale as 16 / d (the curvature of the network's W_G grows with d) and each kept draw is
+d / 16 steps after the last.
 """
 
 from __future__ import annotations
@@ -109,9 +114,79 @@ def network_checks(P=20, widths=(16, 64), ladder=(1e-3, 5e-4, 2.5e-4), draws=400
               f"nβ = {ex.nbeta:.4f})")  # fmt: skip
 
 
+def calibration_figure(table, path):
+    """plots.llc_calibration with the exact value at each nβ (dotted)."""
+    import matplotlib.pyplot as plt
+
+    from bayes_attn.plotting import plots
+
+    fig = plots.llc_calibration(table)
+    ax = fig.axes[0]
+    colors = [ln.get_color() for ln in ax.get_lines() if ln.get_linestyle() == "-"]
+    for i, (ex, color) in enumerate(zip(table.exact_llc.values, colors, strict=True)):
+        ax.axhline(ex, ls=":", color=color, label="exact" if i == 0 else None)
+    ax.legend(fontsize=8)
+    ax.set_title(f"calibrate_llc on the network (d = {table.attrs['d_model']}, "
+                 f"P = {table.attrs['P']}); dotted: exact\n"
+                 f"(hollow: acceptance < 0.9; ringed: chosen)", fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def calibration(d=64, P=20, ladder=(1.25e-4, 2.5e-4, 5e-4, 1e-3), draws=5000):
+    """calibrate_llc on the network at width d, the exact value beside each nβ's verdict."""
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from bayes_attn.experiments.llc import calibrate_llc
+    from bayes_attn.io import write_atomic
+
+    w_star, call = frozen_case(P, d)
+    nbetas = (None, float(P))
+    t0 = time.perf_counter()
+    exact = [llc_estimate(exact_frozen_llc(network_model, w_star, num_draws=1000, nbeta=nb,
+                                           seed=0, **call)) for nb in nbetas]  # fmt: skip
+    t_exact = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    table = calibrate_llc(
+        network_model, w_star, step_sizes=[e * 16 / d for e in ladder], nbetas=nbetas,
+        sampler="sgld", num_chains=4, num_draws=draws, num_burnin=1000, thinning=d // 16, seed=0,
+        **call,
+    )  # fmt: skip
+    t_cal = time.perf_counter() - t0
+    table = table.assign(
+        exact_llc=("nbeta", [e.llc_mean for e in exact]),
+        exact_mcse=("nbeta", [e.mcse for e in exact]),
+    ).assign_attrs(
+        command=shlex.join(["python", *sys.argv]), d_model=d, P=P, gamma=call["gamma"],
+        sgld_draws=draws, thinning=d // 16, exact_wall_s=t_exact, calibration_wall_s=t_cal,
+    )  # fmt: skip
+    out = Path(__file__).resolve().parents[1] / "figures" / f"llc_calibration_d{d}"
+    write_atomic(table, out.with_suffix(".nc"))
+    print("\n| nβ | ε | λ̂ ± MCSE | from exact (combined MCSE) | acceptance | passes |\n"
+          "|---|---|---|---|---|---|")  # fmt: skip
+    for i, nb in enumerate(table["nbeta"].values):
+        ex, se_ex = float(table.exact_llc[i]), float(table.exact_mcse[i])
+        print(f"| {nb:.4g} | exact | {ex:.4f} ± {se_ex:.4f} | | | |")
+        for j, eps in enumerate(table["step_size"].values):
+            c = table.isel(nbeta=i, step_size=j)
+            z = (float(c.llc) - ex) / math.hypot(float(c.mcse), se_ex)
+            print(f"| {nb:.4g} | {eps:g} | {float(c.llc):.4f} ± {float(c.mcse):.4f} | {z:+.1f} | "
+                  f"{float(c.acceptance):.3f} | {bool(c.passes)} |")  # fmt: skip
+        print(f"| {nb:.4g} | chosen: {float(table.chosen[i]):g} | | | | |")
+    calibration_figure(table, out.with_suffix(".png"))
+    print(f"exact {t_exact:.0f} s, calibration {t_cal:.0f} s; wrote {out}.nc and .png")
+
+
 if __name__ == "__main__":
     import sys
 
+    if "--calibrate" in sys.argv:
+        rest = [int(a) for a in sys.argv[1:] if a != "--calibrate"]
+        calibration(*rest[:1])
+        sys.exit()
     quick = "--quick" in sys.argv  # the smallest SGLD step only, 2000 draws (for d = 256)
     widths = tuple(int(a) for a in sys.argv[1:] if a != "--quick") or (16, 64)
     if widths == (16, 64):
