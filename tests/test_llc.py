@@ -430,3 +430,30 @@ def test_free_energy_difference_of_two_minima_of_a_double_well():
     (fa, ea, sa, _), (fb, eb, sb, _) = out.values()
     assert abs((fa - fb) - (ea - eb)) < 4 * np.hypot(sa, sb) + 0.05, out
     assert ea - eb > 20  # the lower minimum holds much more mass: the check is not vacuous
+
+
+def test_calibrate_llc_with_seeds_extrapolates_the_step_bias():
+    """Three seeds per cell on the quadratic, steps 1e-3 and 2e-3 (ε h_max = 0.21, 0.42): the cell's
+    llc is the seeds' mean and its mcse at least their standard error. ULA's closed form
+    f(ε) = ½ Σ nβaᵢ/(hᵢ(1 − εhᵢ/2)) gives 1.2425 and 1.3302: the halving test (2 combined MCSE,
+    about 0.06 here) sees the 0.09 step and passes neither step, and 2 λ̂(1e-3) − λ̂(2e-3) removes
+    the first-order bias, landing within 3 s.e. of the closed form's own extrapolation
+    2 f(1e-3) − f(2e-3) = 1.1548 (the continuum value is 1.1706: the rest is second order)."""
+    from bayes_attn.experiments.llc import calibrate_llc
+
+    table = calibrate_llc(
+        quadratic, jnp.zeros(3), step_sizes=(1e-3, 2e-3), nbetas=(NBETA,), gamma=GAMMA, n=100,
+        num_chains=4, num_draws=2000, num_burnin=200, num_seeds=3, seed=0,
+    )  # fmt: skip
+    seeds = table["llc_seeds"].values[0]
+    assert seeds.shape == (2, 3) and np.allclose(table["llc"].values[0], seeds.mean(-1))
+    assert np.all(table["mcse"].values[0] >= seeds.std(-1, ddof=1) / np.sqrt(3) - 1e-12)
+    assert np.isnan(float(table["chosen"].item()))
+
+    def ula(eps):
+        return 0.5 * np.sum(NBETA * A / (H * (1 - eps * H / 2)))
+
+    extra = table["llc_extrapolated"].sel(step_size=2e-3).item()
+    se = table["llc_extrapolated_se"].sel(step_size=2e-3).item()
+    assert np.isnan(table["llc_extrapolated"].sel(step_size=1e-3).item())
+    assert abs(extra - (2 * ula(1e-3) - ula(2e-3))) < 3 * se, (extra, se)

@@ -114,31 +114,52 @@ def calibrate_llc(
     nbetas=(None,),
     burnin: int = 0,
     min_acceptance: float = 0.9,
+    num_seeds: int = 1,
     seed: int | None = None,
     **options,
 ) -> xr.Dataset:
     """λ̂ on a grid of (nβ, ε), each ε the half of the next, and the verdict per nβ.
 
-    Every cell is one :func:`~bayes_attn.inference.llc.run_llc` (``options``: sampler, chains,
-    draws, burn-in, γ, ...) from the same seed. Returns ``llc``, ``mcse``, ``rhat`` and
-    ``acceptance`` over (``nbeta``, ``step_size``) with the verdict of
-    :func:`~bayes_attn.analysis.llc.calibration_verdict` (``chosen``, ``passes``): the largest step
-    whose exact MALA acceptance is at least ``min_acceptance`` and whose λ̂ agrees with that at
-    half the step within 2 combined MCSE. ``nbetas`` may hold None (n / log n).
+    Every cell is ``num_seeds`` :func:`~bayes_attn.inference.llc.run_llc` runs (``options``:
+    sampler, chains, draws, burn-in, γ, ...) with the seeds ``seed``, ``seed + 1``, ... (the same
+    seeds in every cell). Returns ``llc``, ``mcse``, ``rhat`` and ``acceptance`` over (``nbeta``,
+    ``step_size``) with the verdict of :func:`~bayes_attn.analysis.llc.calibration_verdict`
+    (``chosen``, ``passes``): the largest step whose exact MALA acceptance is at least
+    ``min_acceptance`` and whose λ̂ agrees with that at half the step within 2 combined MCSE.
+    ``nbetas`` may hold None (n / log n).
+
+    With one seed ``mcse`` is the run's own (ArviZ's ESS), which understates the error of a
+    slowly mixing chain (docs/validation.md: by about 30 % on the d = 64 network). With
+    ``num_seeds`` ≥ 3 ``llc`` is the seeds' mean and ``mcse`` the larger of the seeds' standard
+    error (their spread / √k) and the runs' own combined MCSE; ``llc_seeds`` keeps each run's
+    value. ``llc_extrapolated`` (with ``llc_extrapolated_se``), over the same grid, is
+    2 λ̂(ε/2) − λ̂(ε) at every step ε with a half (NaN at the smallest): the step bias is first
+    order in ε, so this removes it, at twice the error of the half step.
     """
     steps = sorted(check_positive("step_sizes", s) for s in step_sizes)
-    cells = {k: np.full((len(nbetas), len(steps)), np.nan) for k in ("llc", "mcse", "rhat", "acc")}
+    num_seeds = check_int("num_seeds", num_seeds, 1)
+    base = resolve_key(None, seed)[1]
+    shape = (len(nbetas), len(steps))
+    cells = {k: np.full(shape, np.nan) for k in ("llc", "mcse", "rhat", "acc")}
+    per_seed = np.full((*shape, num_seeds), np.nan)
     nb_values = []
     for i, nbeta in enumerate(nbetas):
         for j, eps in enumerate(steps):
-            idata = run_llc(
-                model, w_star, model_args=model_args, model_kwargs=model_kwargs, step_size=eps,
-                nbeta=nbeta, seed=seed, **options,
-            )  # fmt: skip
-            est = llc_estimate(idata, burnin=burnin)
-            for k, v in zip(cells, (est.llc_mean, est.mcse, est.rhat, est.acceptance), strict=True):
-                cells[k][i, j] = v
-        nb_values.append(est.nbeta)
+            est = [
+                llc_estimate(run_llc(
+                    model, w_star, model_args=model_args, model_kwargs=model_kwargs,
+                    step_size=eps, nbeta=nbeta, seed=base + s, **options,
+                ), burnin=burnin)
+                for s in range(num_seeds)
+            ]  # fmt: skip
+            vals = np.array([e.llc_mean for e in est])
+            own = math.sqrt(sum(e.mcse**2 for e in est)) / num_seeds
+            spread = vals.std(ddof=1) / math.sqrt(num_seeds) if num_seeds >= 3 else 0.0
+            per_seed[i, j] = vals
+            cells["llc"][i, j], cells["mcse"][i, j] = vals.mean(), max(own, spread)
+            cells["rhat"][i, j] = max(e.rhat for e in est)
+            cells["acc"][i, j] = np.mean([e.acceptance for e in est])
+        nb_values.append(est[0].nbeta)
     dims = ("nbeta", "step_size")
     table = xr.Dataset(
         {
@@ -146,13 +167,21 @@ def calibrate_llc(
             "mcse": (dims, cells["mcse"]),
             "rhat": (dims, cells["rhat"]),
             "acceptance": (dims, cells["acc"]),
+            "llc_seeds": ((*dims, "seed"), per_seed),
         },
-        coords={"nbeta": nb_values, "step_size": steps},
+        coords={"nbeta": nb_values, "step_size": steps, "seed": base + np.arange(num_seeds)},
     )
     verdict = calibration_verdict(table, min_acceptance=min_acceptance)
-    return table.assign(chosen=verdict["chosen"], passes=verdict["passes"]).assign_attrs(
-        kind="llc calibration", min_acceptance=min_acceptance, burnin=burnin
-    )
+    llc, se = cells["llc"], cells["mcse"]
+    extra, extra_se = np.full(shape, np.nan), np.full(shape, np.nan)
+    extra[:, 1:] = 2 * llc[:, :-1] - llc[:, 1:]  # the steps are sorted: [:, j-1] is the half of j
+    extra_se[:, 1:] = np.hypot(2 * se[:, :-1], se[:, 1:])
+    return table.assign(
+        chosen=verdict["chosen"], passes=verdict["passes"],
+        llc_extrapolated=(dims, extra), llc_extrapolated_se=(dims, extra_se),
+    ).assign_attrs(
+        kind="llc calibration", min_acceptance=min_acceptance, burnin=burnin, num_seeds=num_seeds
+    )  # fmt: skip
 
 
 def _ti_nodes(nbeta: float, scale: float, num_nodes: int):
