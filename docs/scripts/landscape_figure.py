@@ -165,16 +165,14 @@ def linear_figure(task, hyper):
         cmap = float(az.dataset(idata, "posterior").attrs["map_cG"])
         ax.axvline(cmap, color="tab:red", ls="--", lw=1, label=f"MAP {cmap:.3f}")
         ax.axvline(mean, color="tab:green", ls=":", lw=1.5, label=f"posterior mean {mean:.3f}")
-        if "F_level2" in prof:  # where Level 2's own F(cG) has its minimum: no entropy of M there
+        q2 = np.nan  # where Level 2's own F(cG) has its minimum: no entropy of M there
+        if "F_level2" in prof:
             q2 = float(prof.q[int(np.nanargmin(prof.F_level2.values))])
             ax.axvline(q2, color="k", ls=":", lw=1, label=f"Level 2's minimum {q2:.3f}")
         ax.set_ylim(-1, 56)  # room for the legend above the points
         ax.legend(fontsize=7, loc="upper center", ncol=2)
         F = prof.F.values - np.nanmin(prof.F.values)
         at_map = float(np.interp(cmap, prof.q.values, F))
-        q2 = (
-            float(prof.q[int(np.nanargmin(prof.F_level2.values))]) if "F_level2" in prof else np.nan
-        )
         print(f"linear {f.name}: profile mean cG {mean:.3f}, MAP {cmap:.3f}, minima "
               f"{np.round(prof.q_minimum.values, 3)}, Level 2's minimum {q2:.3f}, "
               f"F - F_min at the MAP {at_map:.1f}, smallest overlap "
