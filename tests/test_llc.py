@@ -186,6 +186,26 @@ def test_bad_input_names_the_parameter():
         default_nbeta(1)
 
 
+def test_llc_problem_finds_each_softmax_phase_from_its_start():
+    """In the Level-1 MAP's coexistence window the two phase starts reach the two minima (the
+    first-order preset of tests/test_coexistence.py: sigma2 = 5 puts P* at 46; at P = 44, seed 0,
+    measured aG 0.84 and 2.87), and the phase is checked before any work."""
+    from bayes_attn.experiments.llc import llc_problem
+    from bayes_attn.theory.level1 import level1_fit
+
+    task, hyper = ba.CopyTask(25, 5), ba.Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=5.0)
+    aG = {}
+    for phase in ("weak", "strong"):
+        _, args, _, w, n = llc_problem("kernel", task, hyper, 44, "softmax", phase=phase)
+        aG[phase] = level1_fit(w["M"], args[2], task, hyper, "softmax")["cG"]
+        assert n == 44
+    assert aG["weak"] < 1.5 < aG["strong"], aG
+    with pytest.raises(ValueError, match="phase must"):
+        llc_problem("kernel", task, hyper, 44, "softmax", phase="copy")
+    with pytest.raises(ValueError, match="phase: only softmax"):
+        llc_problem("kernel", task, hyper, 44, "linear", phase="weak")
+
+
 def test_calibration_verdict_takes_the_largest_passing_step():
     steps = [1e-4, 2e-4, 4e-4, 8e-4]
     llc = [[1.0, 1.01, 1.05, 1.5], [2.0, 2.0, 2.0, 2.0]]

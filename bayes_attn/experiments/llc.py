@@ -20,11 +20,12 @@ import xarray as xr
 from bayes_attn import algebra
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.analysis.llc import calibration_verdict, llc_estimate
+from bayes_attn.experiments.coexistence import PHASES, phase_starts
 from bayes_attn.inference import resolve_key
 from bayes_attn.inference.llc import exact_frozen_llc, llc_target, run_llc
 from bayes_attn.models.levels import model_with_data
 from bayes_attn.models.network import init_embeddings
-from bayes_attn.theory.level1 import level1_fit, level1_map
+from bayes_attn.theory.level1 import level1_fit, level1_map, start_in_span
 
 __all__ = ["EMBEDDINGS_FOLD", "calibrate_llc", "llc_free_energy", "llc_point", "llc_problem"]
 
@@ -33,21 +34,34 @@ EMBEDDINGS_FOLD = 2
 
 
 def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=None, seed=0,
-                batch_size=None):  # fmt: skip
+                batch_size=None, phase: str | None = None):  # fmt: skip
     """``(model, model_args, model_kwargs, w_star, n)`` of the LLC at a point.
 
     ``network``: the network with its embeddings frozen at a prior draw from the seed (key
     ``fold_in(key(seed), EMBEDDINGS_FOLD)``), w* the exact MAP of that network (the readout
     profiled out), as weights. ``kernel``: Level 1, w* its MAP; its likelihood is the evidence
     with the readout integrated out (a ``numpyro.factor``), so n = P is given explicitly.
+
+    The MAP is L-BFGS's minimum from the global Level-2 saddle (``phase`` None), or, for softmax,
+    from the ``"weak"`` or ``"strong"`` phase's start
+    (:func:`~bayes_attn.experiments.coexistence.phase_starts`): in the coexistence window the two
+    starts reach the two minima; outside it, where one phase has no minimum, both may reach the
+    same one (read w*'s ``aG``).
     """
     if level not in ("network", "kernel"):
         raise ValueError(f"level must be 'network' or 'kernel', got {level!r}")
     P = check_int("P", P, 2)
     key = jax.random.key(check_int("seed", seed, 0))
+    M0 = None
+    if phase is not None:
+        if phase not in PHASES:
+            raise ValueError(f"phase must be None or one of {PHASES}, got {phase!r}")
+        if activation != "softmax":
+            raise ValueError(f"phase: only softmax attention has two phases, got {activation!r}")
+        M0 = np.asarray(phase_starts(task, hyper, P, "kernel")[phase]["M"])
     if level == "kernel":
         model, args, kw = model_with_data("kernel", task, hyper, P, activation, key=key)
-        M = level1_map(task, hyper, args[2], activation).M
+        M = level1_map(task, hyper, args[2], activation, M0=M0).M
         return model, args, kw, {"M": M}, P
     d = check_int("d_model", d_model, task.n_features)
     emb = init_embeddings(jax.random.fold_in(key, EMBEDDINGS_FOLD), task, hyper, d)
@@ -55,7 +69,9 @@ def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=Non
         "network", task, hyper, P, activation, key=key, embeddings=emb, batch_size=batch_size
     )
     g, U = algebra.embedding_gram(*emb), np.asarray(algebra.span_basis(*emb))
-    M = level1_map(task, hyper, args[2], activation, gram=g).M
+    if M0 is not None:
+        M0 = start_in_span(M0, algebra.gram_factor(g, task.n_features))
+    M = level1_map(task, hyper, args[2], activation, M0=M0, gram=g).M
     w = level1_fit(M, args[2], task, hyper, activation, gram=g)["w"]
     return model, args, kw, {"W_G": U @ M @ U.T, "W_O": w.T @ U.T / math.sqrt(d)}, None
 

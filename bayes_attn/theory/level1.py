@@ -74,6 +74,16 @@ def theory_start(task, hyper, P: int, activation: str) -> np.ndarray:
     return M0
 
 
+def start_in_span(M0, factor) -> np.ndarray:
+    """A start ``M0`` in the embeddings' coordinates (the V + L one-hot features) carried into the
+    whitened coordinates of the factor R (``algebra.gram_factor``): R M R^T = M0 in least
+    squares. ``factor`` None (the d -> infinity limit) returns ``M0``."""
+    if factor is None:
+        return np.asarray(M0)
+    R_pinv = np.linalg.pinv(np.asarray(factor))
+    return R_pinv @ np.asarray(M0) @ R_pinv.T
+
+
 @dataclasses.dataclass(frozen=True)
 class Level1Map:
     """A local minimum of the Level-1 action.
@@ -119,10 +129,7 @@ def level1_map(
         gram = jnp.asarray(check_gram(gram, n))
     factor = _factor(gram, task)
     if M0 is None:
-        M0 = theory_start(task, hyper, int(tokens.shape[0]), activation)
-        if factor is not None:  # R M R^T = M0 in least squares
-            R_pinv = np.linalg.pinv(np.asarray(factor))
-            M0 = R_pinv @ np.asarray(M0) @ R_pinv.T
+        M0 = start_in_span(theory_start(task, hyper, int(tokens.shape[0]), activation), factor)
     M0 = np.asarray(M0, dtype=np.float64)
     if M0.shape != (n, n):
         raise ValueError(f"M0 must have shape ({n}, {n}), got {M0.shape}")

@@ -17,6 +17,12 @@ Run:
     .venv/bin/python docs/scripts/llc_table1.py                 # the full study (hours)
     .venv/bin/python docs/scripts/llc_table1.py --d 10000 --exact-only
     .venv/bin/python docs/scripts/llc_table1.py --activation softmax --Ps 272,290,300  # a part
+    .venv/bin/python docs/scripts/llc_table1.py --activation softmax --Ps 285 --phase weak
+
+The default w* is L-BFGS's minimum from the global Level-2 saddle. The MAP of this network (d = 256,
+seed 0) has two minima only for 280 < P < 290 (283-287 checked): `--phase weak|strong` starts from
+that phase instead, and its files carry the phase in their name (`softmax_P285_weak_d256.nc`) and
+are drawn as their own markers. Every file records w*'s order parameters (`a1_star`, `aG_star`).
 """
 
 from __future__ import annotations
@@ -56,15 +62,25 @@ def settings(args) -> dict:
             "d": args.d, "seed": args.seed, "exact_only": bool(args.exact_only)}  # fmt: skip
 
 
-def one_point(activation, P, s, path):
+def order_at(model, args, kw, w_star) -> dict:
+    """The order parameters (c1, cG or a1, aG) the network records at ``w_star``."""
+    import numpyro.handlers as h
+
+    tr = h.trace(h.seed(h.substitute(model, data=w_star), 0)).get_trace(*args, **kw)
+    return {f"{k}_star": float(tr[k]["value"]) for k in ("c1", "cG", "a1", "aG") if k in tr}
+
+
+def one_point(activation, P, s, path, phase=None):
     """Run the exact LLC (and SGLD) at one point and write its NetCDF."""
     cfg = ProtocolConfig.paper()
     task, hyper = cfg.task(), ba.Hyper.paper()
     t0 = time.perf_counter()
     model, args, kw, w_star, _ = llc_problem(
-        "network", task, hyper, P, activation, d_model=s["d"], seed=s["seed"]
+        "network", task, hyper, P, activation, d_model=s["d"], seed=s["seed"], phase=phase
     )
     t_map = time.perf_counter() - t0
+    order = order_at(model, args, kw, w_star)
+    print(f"{activation} P = {P}{'' if phase is None else ' ' + phase}: w* {order}", flush=True)
     out = {}
     t0 = time.perf_counter()
     ex = llc_estimate(exact_frozen_llc(
@@ -90,32 +106,42 @@ def one_point(activation, P, s, path):
         attrs={
             "command": shlex.join(sys.argv), "activation": activation, "P": P,
             "nbeta": ex.nbeta, "init_loss": ex.init_loss, "grad_norm": ex.grad_norm,
+            "phase": phase or "map", **order,
             "map_wall_s": t_map, **{k: (int(v) if isinstance(v, bool) else v)
                                      for k, v in s.items()},
         },
     )  # fmt: skip
     write_atomic(ds, path)
-    line = (
-        f"{activation} P = {P}: exact {ex.llc_mean:.4g} ± {ex.mcse:.2g} ({out['exact'][1]:.0f} s)"
-    )
+    line = f"{activation} P = {P}{'' if phase is None else ' ' + phase}: exact {ex.llc_mean:.4g} ± {ex.mcse:.2g} ({out['exact'][1]:.0f} s)"
     if "sgld" in out:
         sg, wall = out["sgld"]
         line += f", SGLD {sg.llc_mean:.4g} ± {sg.mcse:.2g} (acc {sg.acceptance:.3f}, {wall:.0f} s)"
     print(line, flush=True)
 
 
+def point_path(out_dir: Path, act: str, P: int, d: int, phase=None) -> Path:
+    return out_dir / f"{act}_P{P}{'' if phase is None else '_' + phase}_d{d}.nc"
+
+
 def collect(out_dir: Path, d: int) -> dict:
-    """{activation: Dataset over P} from the files present."""
+    """{activation or "softmax_weak"/"softmax_strong": Dataset over P} from the files present."""
     res = {}
     for act in ("linear", "softmax"):
-        files = sorted(
-            out_dir.glob(f"{act}_P*_d{d}.nc"), key=lambda p: int(p.stem.split("_")[1][1:])
-        )
-        if files:
-            parts = [
-                xr.load_dataset(f).expand_dims(P=[xr.load_dataset(f).attrs["P"]]) for f in files
-            ]
-            res[act] = xr.concat(parts, "P", combine_attrs="drop")
+        for phase in (None, "weak", "strong"):
+            files = sorted(
+                (f for f in out_dir.glob(f"{act}_P*_d{d}.nc")
+                 if f == point_path(out_dir, act, int(f.stem.split("_")[1][1:]), d, phase)),
+                key=lambda f: int(f.stem.split("_")[1][1:]),
+            )  # fmt: skip
+            if files:
+                parts = []
+                for f in files:
+                    ds = xr.load_dataset(f)
+                    parts.append(ds.expand_dims(P=[ds.attrs["P"]]).assign(
+                        aG_star=("P", [ds.attrs.get("aG_star", float("nan"))])))  # fmt: skip
+                res[act if phase is None else f"{act}_{phase}"] = xr.concat(
+                    parts, "P", combine_attrs="drop"
+                )
     return res
 
 
@@ -144,6 +170,17 @@ def figure(res: dict, d: int, path: Path, quick: bool):
             if "sgld_llc_mean" in ds:
                 ax.errorbar(P, ds["sgld_llc_mean"], yerr=2 * ds["sgld_mcse"], fmt="s", ms=4,
                             color="C3", capsize=3, label="SGLD on the weights (± 2 MCSE)")  # fmt: skip
+            for phase, mk, col in (("weak", "v", "C0"), ("strong", "^", "C2")):
+                ph = res.get(f"{act}_{phase}")
+                if ph is None:
+                    continue
+                ax.errorbar(ph["P"], ph["exact_llc_mean"], yerr=2 * ph["exact_mcse"], fmt=mk,
+                            ms=6, color=col, mfc="none", capsize=2,
+                            label=f"exact at the {phase} MAP (a second minimum)")  # fmt: skip
+                if "sgld_llc_mean" in ph:
+                    ax.errorbar(ph["P"], ph["sgld_llc_mean"], yerr=2 * ph["sgld_mcse"], fmt=mk,
+                                ms=6, color=col, capsize=3,
+                                label=f"SGLD at the {phase} MAP")  # fmt: skip
             ax.set_xticks(P, [str(p) for p in P], fontsize=8)
             ax.minorticks_off()
             if float(ds["exact_llc_mean"].min()) < 0:
@@ -177,7 +214,11 @@ def main(argv=None):
     ap.add_argument("--Ps", default=None,
                     help="the P values, comma-separated, in the order to run (default the "
                     "paper's, P >= 2)")  # fmt: skip
+    ap.add_argument("--phase", choices=("weak", "strong"), default=None,
+                    help="softmax: w* from this phase's start (default the global saddle's)")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.phase and args.activation != "softmax":
+        ap.error("--phase needs --activation softmax (only softmax has two phases)")
     name = "llc_table1_quick" if args.quick else "llc_table1"
     out_dir = args.out or ROOT / "docs" / "figures" / "paper" / name
     fig_path = args.figure or ROOT / "docs" / "figures" / "paper" / f"{name}.png"
@@ -191,11 +232,11 @@ def main(argv=None):
     acts = (args.activation,) if args.activation else ("linear", "softmax")
     for act in acts if not args.figure_only else ():
         for P in QUICK_PS[act] if args.quick and not args.Ps else Ps:
-            path = out_dir / f"{act}_P{P}_d{args.d}.nc"
+            path = point_path(out_dir, act, P, args.d, args.phase)
             if path.exists():
                 print(f"{path.name}: present, skipped")
                 continue
-            one_point(act, P, s, path)
+            one_point(act, P, s, path, args.phase)
     figure(collect(out_dir, args.d), args.d, fig_path, args.quick)
     print(f"figure: {fig_path}")
 
