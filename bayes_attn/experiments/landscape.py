@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 
 from bayes_attn import _arviz as az
@@ -29,8 +28,7 @@ from bayes_attn.analysis.free_energy import landscape_report, landscape_text
 from bayes_attn.distributed import part_paths, wait_until
 from bayes_attn.experiments.coexistence import phase_starts
 from bayes_attn.inference.umbrella import merge_umbrella, run_umbrella
-from bayes_attn.models.levels import model_at, model_with_data
-from bayes_attn.models.network import init_embeddings
+from bayes_attn.models.levels import model_at, model_with_data, seed_embeddings
 from bayes_attn.progress import say
 from bayes_attn.theory import global_saddle
 from bayes_attn.theory.level1 import level1_map
@@ -47,8 +45,6 @@ LEVEL_SETTINGS = {"reduced": {"batch": 0, "metric": "window"},
                   "kernel": {"batch": 1, "metric": "mode"}}  # fmt: skip
 #: the order parameter each activation's landscape is of
 CV = {"softmax": "aG", "linear": "cG"}
-#: what the embeddings' key folds into the run's key, so the Gram's draw is apart from the data's
-GRAM_FOLD = 2
 
 
 def landscape_model(task, hyper, P, level, activation="softmax", *, tokens=None, gram_width=None,
@@ -73,8 +69,8 @@ def landscape_model(task, hyper, P, level, activation="softmax", *, tokens=None,
         kwargs = {**kwargs, "gram": jnp.asarray(check_gram(gram, task.n_features))}
     elif gram_width is not None:
         d = check_int("gram_width", gram_width, 1)
-        k = jax.random.fold_in(jax.random.key(check_int("seed", seed, 0)), GRAM_FOLD)
-        kwargs = {**kwargs, "gram": algebra.embedding_gram(*init_embeddings(k, task, hyper, d))}
+        emb = seed_embeddings(task, hyper, d, seed=check_int("seed", seed, 0))
+        kwargs = {**kwargs, "gram": algebra.embedding_gram(*emb)}
     return model, args, kwargs
 
 

@@ -23,22 +23,19 @@ from bayes_attn.analysis.llc import calibration_verdict, llc_estimate
 from bayes_attn.experiments.coexistence import PHASES, phase_starts
 from bayes_attn.inference import resolve_key
 from bayes_attn.inference.llc import exact_frozen_llc, llc_target, run_llc
-from bayes_attn.models.levels import model_with_data
-from bayes_attn.models.network import init_embeddings
+from bayes_attn.models.levels import EMBEDDINGS_FOLD, model_with_data, seed_embeddings
 from bayes_attn.theory.level1 import level1_fit, level1_map, start_in_span
 
 __all__ = ["EMBEDDINGS_FOLD", "calibrate_llc", "llc_free_energy", "llc_point", "llc_problem"]
-
-#: what the point's key folds in for the frozen embeddings (the dataset folds in 1)
-EMBEDDINGS_FOLD = 2
 
 
 def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=None, seed=0,
                 batch_size=None, phase: str | None = None):  # fmt: skip
     """``(model, model_args, model_kwargs, w_star, n)`` of the LLC at a point.
 
-    ``network``: the network with its embeddings frozen at a prior draw from the seed (key
-    ``fold_in(key(seed), EMBEDDINGS_FOLD)``), w* the exact MAP of that network (the readout
+    ``network``: the network with its embeddings frozen at a prior draw from the seed
+    (:func:`~bayes_attn.models.levels.seed_embeddings`: the same network as the landscape's
+    ``gram_width=d`` at that seed), w* the exact MAP of that network (the readout
     profiled out), as weights. ``kernel``: Level 1, w* its MAP; its likelihood is the evidence
     with the readout integrated out (a ``numpyro.factor``), so n = P is given explicitly.
 
@@ -64,7 +61,7 @@ def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=Non
         M = level1_map(task, hyper, args[2], activation, M0=M0).M
         return model, args, kw, {"M": M}, P
     d = check_int("d_model", d_model, task.n_features)
-    emb = init_embeddings(jax.random.fold_in(key, EMBEDDINGS_FOLD), task, hyper, d)
+    emb = seed_embeddings(task, hyper, d, key=key)
     model, args, kw = model_with_data(
         "network", task, hyper, P, activation, key=key, embeddings=emb, batch_size=batch_size
     )

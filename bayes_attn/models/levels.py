@@ -45,11 +45,14 @@ __all__ = [
     "model_at",
     "model_with_data",
     "order_parameters",
+    "seed_embeddings",
 ]
 
 #: what a dataset's key folds into the run's key (:func:`model_with_data`), so that a sampler
 #: started from the same key or seed draws independently of the data
 DATASET_FOLD = 1
+#: what the frozen embeddings' key folds into the run's key (:func:`seed_embeddings`)
+EMBEDDINGS_FOLD = 2
 
 MODELS = {
     "reduced": order_param_model,
@@ -123,6 +126,21 @@ def model_at(
     if batch_size and batch_size < np.shape(tokens)[0]:
         kw["batch_size"] = int(batch_size)
     return network_model, (task, hyper, tokens, activation, int(d_model)), kw
+
+
+def seed_embeddings(task, hyper, d_model: int, *, seed: int | None = None, key=None):
+    """The frozen embeddings ``(W_emb, p)`` of one prior draw of width ``d_model`` from the run's
+    seed or key (``fold_in(key, EMBEDDINGS_FOLD)``, seed 0 when neither is given): the network
+    whose exact posterior Level 1 with their Gram is, shared by the landscape and the LLC so that
+    both see the same network at the same seed."""
+    from bayes_attn.models.network import init_embeddings
+
+    if key is None:
+        key = jax.random.key(check_int("seed", 0 if seed is None else seed, 0))
+    elif seed is not None:
+        raise ValueError("seed: pass a key or a seed, not both")
+    d = check_int("d_model", d_model, 1)
+    return init_embeddings(jax.random.fold_in(key, EMBEDDINGS_FOLD), task, hyper, d)
 
 
 def model_with_data(
