@@ -12,6 +12,7 @@ there, and optionally the exact value beside it (:func:`~bayes_attn.inference.ll
 from __future__ import annotations
 
 import math
+import time
 
 import jax
 import numpy as np
@@ -24,6 +25,7 @@ from bayes_attn.experiments.coexistence import PHASES, phase_starts
 from bayes_attn.inference import resolve_key
 from bayes_attn.inference.llc import exact_frozen_llc, llc_target, run_llc
 from bayes_attn.models.levels import EMBEDDINGS_FOLD, model_with_data, seed_embeddings
+from bayes_attn.progress import say
 from bayes_attn.theory.level1 import level1_fit, level1_map, start_in_span
 
 __all__ = ["EMBEDDINGS_FOLD", "calibrate_llc", "llc_free_energy", "llc_point", "llc_problem"]
@@ -207,12 +209,17 @@ def _ti_nodes(nbeta: float, scale: float, num_nodes: int):
     return t, w * top / 2 * (scale + t)
 
 
-def _ti_ladder(run_one, nbeta, scale, num_nodes, key, burnin):
+def _ti_ladder(run_one, nbeta, scale, num_nodes, key, burnin, progress=False):
     """λ̂ and its MCSE at the nodes of one Gauss-Legendre rule, and the integral
     ∫_0^nβ (E_t[L_n] - L_n(w*)) dt = ∫ λ̂(t)/t dt with its standard error (independent runs)."""
     t, w = _ti_nodes(nbeta, scale, num_nodes)
-    est = [llc_estimate(run_one(float(ti), jax.random.fold_in(key, i)), burnin=burnin)
-           for i, ti in enumerate(t)]  # fmt: skip
+    est = []
+    for i, ti in enumerate(t):
+        start = time.perf_counter()
+        est.append(llc_estimate(run_one(float(ti), jax.random.fold_in(key, i)), burnin=burnin))
+        say("llc free energy: node %d of %d, t = %.4g: llc %.4g ± %.2g, R-hat %.3f (%.0f s)",
+            i + 1, num_nodes, ti, est[-1].llc_mean, est[-1].mcse, est[-1].rhat,
+            time.perf_counter() - start, enabled=progress)  # fmt: skip
     llc = np.array([e.llc_mean for e in est])
     se = np.array([e.mcse for e in est])
     rhat = np.array([e.rhat for e in est])
@@ -237,6 +244,7 @@ def llc_free_energy(
     burnin: int = 0,
     seed: int | None = None,
     key=None,
+    progress: bool = False,
     **options,
 ) -> xr.Dataset:
     """The localized free energy at ``w_star`` by thermodynamic integration of the LLC over the
@@ -255,7 +263,8 @@ def llc_free_energy(
     :func:`~bayes_attn.inference.llc.exact_frozen_llc`, from its own key. The same integral with
     ``num_nodes // 2`` nodes (more runs) checks the quadrature. ``scale`` defaults to γ (1 when
     γ = 0). F(0) = -log Z(0): -(D/2) log(2π/γ) without the prior (D the flat dimension); with
-    the prior it is the user's ``log_z0`` (NaN when not given).
+    the prior it is the user's ``log_z0`` (NaN when not given). ``progress`` logs each node's
+    λ̂ and time as it finishes (a ladder of exact runs on the Table-1 network takes minutes a node).
 
     Returns a Dataset: ``llc``, ``mcse``, ``rhat`` at the nodes ``t`` (dimension ``node``) and at
     the half rule's (``node_half``); scalars ``delta_f`` (F(nβ) - F(0)), ``delta_f_se`` (from the
@@ -287,9 +296,11 @@ def llc_free_energy(
                 model, w_star, **shared, nbeta=t, n=base.n, key=k, step_size=eps, **options
             )
 
-    rule = _ti_ladder(run_one, base.nbeta, scale, num_nodes, jax.random.fold_in(rng, 0), burnin)
+    rule = _ti_ladder(
+        run_one, base.nbeta, scale, num_nodes, jax.random.fold_in(rng, 0), burnin, progress
+    )
     half = _ti_ladder(
-        run_one, base.nbeta, scale, num_nodes // 2, jax.random.fold_in(rng, 1), burnin
+        run_one, base.nbeta, scale, num_nodes // 2, jax.random.fold_in(rng, 1), burnin, progress
     )
     if log_z0 is None:
         log_z0 = math.nan if include_prior else base.x_star.size / 2 * math.log(2 * math.pi / gamma)
