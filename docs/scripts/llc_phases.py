@@ -47,6 +47,9 @@ from bayes_attn.experiments.protocol import ProtocolConfig
 from bayes_attn.inference.llc import exact_frozen_llc
 from bayes_attn.io import write_atomic
 
+sys.path.insert(0, str(Path(__file__).parent))
+from llc_table1 import order_at  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 PHASES = ("weak", "strong")
 
@@ -74,7 +77,7 @@ def log_z0(task, hyper, kw, w, gamma):
 def run_phase(a, phase, path):
     task, hyper, model, args, kw, w = problem(a, phase)
     tr = order_at(model, args, kw, w)
-    print(f"{phase}: w* aG = {tr['aG']:.4f}", flush=True)
+    print(f"{phase}: w* aG = {tr['aG_star']:.4f}", flush=True)
     run = {"num_chains": a.chains, "num_draws": a.draws, "num_burnin": a.burnin}
     t0 = time.perf_counter()
     ds = llc_free_energy(
@@ -94,7 +97,7 @@ def run_phase(a, phase, path):
     ds["llc_top"], ds["llc_top_mcse"], ds["llc_top_rhat"] = est.llc_mean, est.mcse, est.rhat
     ds["distance2_top"] = dist2
     ds.attrs.update(
-        command=shlex.join(sys.argv), phase=phase, P=a.P, d=a.d, seed=a.seed, aG_star=tr["aG"],
+        command=shlex.join(sys.argv), phase=phase, P=a.P, d=a.d, seed=a.seed, aG_star=tr["aG_star"],
         wall_ti_s=wall_ti, wall_top_s=time.perf_counter() - t0, **run,
     )  # fmt: skip
     write_atomic(ds, path)
@@ -104,15 +107,7 @@ def run_phase(a, phase, path):
           f"{wall_ti:.0f} s + {float(ds.attrs['wall_top_s']):.0f} s", flush=True)  # fmt: skip
 
 
-def order_at(model, args, kw, w) -> dict:
-    import numpyro.handlers as h
-
-    tr = h.trace(h.seed(h.substitute(model, data=w), 0)).get_trace(*args, **kw)
-    return {k: float(tr[k]["value"]) for k in ("a1", "aG")}
-
-
 def run_profile(a, path):
-    sys.path.insert(0, str(Path(__file__).parent))
     from landscape import SCAN_CENTRES, UMBRELLA
 
     from bayes_attn.experiments.landscape import landscape_report, run_landscape, write_landscape

@@ -64,10 +64,11 @@ def settings(args) -> dict:
 
 def order_at(model, args, kw, w_star) -> dict:
     """The order parameters (c1, cG or a1, aG) the network records at ``w_star``."""
-    import numpyro.handlers as h
+    from bayes_attn.inference.potential import flat_potential
 
-    tr = h.trace(h.seed(h.substitute(model, data=w_star), 0)).get_trace(*args, **kw)
-    return {f"{k}_star": float(tr[k]["value"]) for k in ("c1", "cG", "a1", "aG") if k in tr}
+    pot = flat_potential(model, args, kw)
+    sites = pot.sites(pot.unconstrain(w_star))
+    return {f"{k}_star": float(sites[k]) for k in ("c1", "cG", "a1", "aG") if k in sites}
 
 
 def one_point(activation, P, s, path, phase=None):
