@@ -121,8 +121,17 @@ def run_profile(a, path):
     for g in ba._arviz.groups(idata):
         idata[g].attrs.update(command=shlex.join(sys.argv), wall_time_s=wall, d=a.d)
     write_landscape(idata, path)
-    prof = landscape_report(idata)
-    print(f"profile: {wall:.0f} s; {dict(prof.attrs)}", flush=True)
+    print(f"{profile_line(landscape_report(idata))}; {wall:.0f} s", flush=True)
+
+
+def profile_line(prof) -> str:
+    """ΔF = log Z_weak - log Z_strong at the profile's barrier, and the minima."""
+    minima = ", ".join(f"{q:.3f}" for q in np.atleast_1d(prof.q_minimum.values))
+    return (
+        f"profile: ΔF = {float(prof.delta_F):.3f} ± {float(prof.delta_F_se):.3f} at the "
+        f"divide aG = {float(prof.divide):.3f}; minima of F(aG) at {minima}; smallest "
+        f"overlap {float(prof.min_overlap_next):.3f}, max R-hat {float(prof.r_hat.max()):.3f}"
+    )
 
 
 def summary(a, out):
@@ -156,7 +165,7 @@ def summary(a, out):
         from bayes_attn import _arviz as az
 
         prof = landscape_report(az.from_netcdf(prof_path))
-        print(f"profile: {dict(prof.attrs)}")
+        print(profile_line(prof))
 
 
 def main(argv=None):
