@@ -46,6 +46,10 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the transitions of Table 1 (docs/validation.md): linear second-order P*, softmax first order
 LINEAR_P_STAR = 22.76
 SOFTMAX_P_STAR, SOFTMAX_WINDOW = 275.97, (264.97, 296.76)
+#: where this network's MAP (d = 256, seed 0) has two minima (docs/validation.md, continuation)
+MAP_WINDOW = (280.0, 290.0)
+#: the study's points: the paper's P >= 2 for both activations
+STUDY_POINTS = 26
 QUICK_PS = {"linear": (10, 20, 60), "softmax": (200, 275, 400)}
 
 
@@ -159,9 +163,12 @@ def figure(res: dict, d: int, path: Path, quick: bool):
             ax.axvline(LINEAR_P_STAR, color="0.4", ls="--", lw=1,
                        label=f"second-order P* = {LINEAR_P_STAR}")  # fmt: skip
         else:
-            ax.axvspan(*SOFTMAX_WINDOW, color="0.85", label="coexistence window 264.97–296.76")
+            ax.axvspan(*SOFTMAX_WINDOW, color="0.88",
+                       label="Level-2 coexistence window 264.97–296.76")  # fmt: skip
+            ax.axvspan(*MAP_WINDOW, facecolor="none", edgecolor="0.5", hatch="///", lw=0,
+                       label="the MAP's two minima (d = 256, seed 0): 280 < P < 290")  # fmt: skip
             ax.axvline(SOFTMAX_P_STAR, color="0.4", ls="--", lw=1,
-                       label=f"first-order P* = {SOFTMAX_P_STAR}")  # fmt: skip
+                       label=f"Level-2 first-order P* = {SOFTMAX_P_STAR}")  # fmt: skip
         ax.axhline(0, color="0.6", lw=0.8)
         if act in res:
             ds = res[act]
@@ -188,10 +195,14 @@ def figure(res: dict, d: int, path: Path, quick: bool):
                 ax.text(0.98, 0.03, "λ̂ < 0: w* (a MAP with the prior) is not a critical\n"
                         "point of L_n (docs/theory.md §11)", transform=ax.transAxes,
                         fontsize=7, color="0.3", ha="right")  # fmt: skip
-        ax.legend(fontsize=8)
-    title = "λ̂ against P at the posterior-dominant minimum (exact MAP, frozen embeddings)"
+        ax.legend(fontsize=8, loc="lower right")
+    title = "λ̂ against P at the exact MAP (frozen embeddings, seed 0)"
     if quick:
         title += " — QUICK RUN: few draws, not the study"
+    else:
+        done = sum(res[a].sizes["P"] for a in ("linear", "softmax") if a in res)
+        if done < STUDY_POINTS:
+            title += f" — study in progress: {done} of {STUDY_POINTS} points"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
