@@ -22,9 +22,10 @@ in the difference). The difference ΔF_TI = F_strong - F_weak is compared with:
 - the singular-learning-theory estimate n L_n(w*) + λ̂(n) log n per phase.
 
 Parts (each resumable, one NetCDF per part under ``--out``): ``weak``, ``strong`` (the TI ladder
-and the run at t = n), ``profile``, then ``summary`` (the table, from the files present).
+and the run at t = n), ``profile``, then ``summary`` (the table, from the files present) and
+``figure`` (``llc_phases.png`` beside the folder: F(aG) with the MAPs marked).
 
-Run: .venv/bin/python docs/scripts/llc_phases.py weak strong profile summary
+Run: .venv/bin/python docs/scripts/llc_phases.py weak strong profile summary figure
 """
 
 from __future__ import annotations
@@ -168,9 +169,51 @@ def summary(a, out):
         print(profile_line(prof))
 
 
+def figure(a, out, path):
+    """F(aG) of the posterior with the two MAPs marked and the TI's ΔF written on it."""
+    import matplotlib.pyplot as plt
+
+    from bayes_attn import _arviz as az
+    from bayes_attn.analysis.free_energy import landscape_report
+
+    prof = landscape_report(az.from_netcdf(out / f"P{a.P}_d{a.d}_profile.nc"))
+    q, F, se = prof.q.values, prof.F.values - np.nanmin(prof.F.values), prof.F_se.values
+    fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    ax.fill_between(q, F - 2 * se, F + 2 * se, color="C0", alpha=0.25, lw=0)
+    ax.plot(q, F, "C0-", label="F(aG) of the posterior (umbrella + MBAR, ± 2 s.e.)")
+    for i, m in enumerate(np.atleast_1d(prof.attrs.get("mode_q", []))):
+        ax.axvline(m, color="0.45", ls=":", lw=1.2,
+                   label=None if i else "modes of the posterior density over M (readout "
+                   "integrated out): " + ", ".join(f"{v:.2f}" for v in prof.attrs["mode_q"]))  # fmt: skip
+    rows = {}
+    for phase, col in (("weak", "C2"), ("strong", "C3")):
+        f = out / f"P{a.P}_d{a.d}_{phase}_g{a.gamma:g}.nc"
+        if f.exists():
+            rows[phase] = xr.load_dataset(f)
+            ax.axvline(rows[phase].attrs["aG_star"], color=col, ls="--", lw=1.2,
+                       label=f"{phase} MAP (weight decay's minimum), aG = "
+                       f"{rows[phase].attrs['aG_star']:.2f}")  # fmt: skip
+    text = []
+    if len(rows) == 2:
+        dF = float(rows["strong"].free_energy) - float(rows["weak"].free_energy)
+        se2 = math.hypot(float(rows["strong"].delta_f_se), float(rows["weak"].delta_f_se))
+        text.append(f"TI of the exact LLC, localized at each MAP (γ = {a.gamma:g}, prior, β = 1):\n"
+                    f"F_strong − F_weak = {dF:.1f} ± {se2:.1f} nats")  # fmt: skip
+    ax.text(0.98, 0.04, "\n".join(text), transform=ax.transAxes, ha="right", va="bottom",
+            fontsize=8, bbox={"facecolor": "white", "edgecolor": "0.7"})  # fmt: skip
+    ax.set_xlabel("aG (copy order parameter)")
+    ax.set_ylabel("F(aG) − min F (nats)")
+    ax.set_title(f"softmax, P = {a.P}, frozen embeddings d = {a.d} (seed 0): the posterior "
+                 "against its MAPs", fontsize=10)  # fmt: skip
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"figure: {path}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("parts", nargs="+", choices=("weak", "strong", "profile", "summary"))
+    ap.add_argument("parts", nargs="+", choices=("weak", "strong", "profile", "summary", "figure"))
     ap.add_argument("--P", type=int, default=285)
     ap.add_argument("--d", type=int, default=256)
     ap.add_argument("--gamma", type=float, default=4.0)
@@ -185,6 +228,9 @@ def main(argv=None):
     for part in a.parts:
         if part == "summary":
             summary(a, a.out)
+            continue
+        if part == "figure":
+            figure(a, a.out, a.out.with_suffix(".png"))
             continue
         name = "profile" if part == "profile" else f"{part}_g{a.gamma:g}"
         path = a.out / f"P{a.P}_d{a.d}_{name}.nc"
