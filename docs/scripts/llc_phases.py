@@ -125,6 +125,14 @@ def run_profile(a, path):
     print(f"{profile_line(landscape_report(idata))}; {wall:.0f} s", flush=True)
 
 
+def level2_divide(a) -> float:
+    """Level 2's barrier in aG at this P: the divide the profile's ΔF is read at when the posterior
+    has one minimum (no barrier of its own)."""
+    from bayes_attn.theory.modes import phase_boundary
+
+    return float(phase_boundary(ProtocolConfig.paper().task(), ba.Hyper.paper(), a.P))
+
+
 def profile_line(prof) -> str:
     """ΔF = log Z_weak - log Z_strong at the profile's barrier, and the minima."""
     minima = ", ".join(f"{q:.3f}" for q in np.atleast_1d(prof.q_minimum.values))
@@ -165,7 +173,7 @@ def summary(a, out):
     if prof_path.exists():
         from bayes_attn import _arviz as az
 
-        prof = landscape_report(az.from_netcdf(prof_path))
+        prof = landscape_report(az.from_netcdf(prof_path), divide=level2_divide(a))
         print(profile_line(prof))
 
 
@@ -176,7 +184,8 @@ def figure(a, out, path):
     from bayes_attn import _arviz as az
     from bayes_attn.analysis.free_energy import landscape_report
 
-    prof = landscape_report(az.from_netcdf(out / f"P{a.P}_d{a.d}_profile.nc"))
+    divide = level2_divide(a)
+    prof = landscape_report(az.from_netcdf(out / f"P{a.P}_d{a.d}_profile.nc"), divide=divide)
     q, F, se = prof.q.values, prof.F.values - np.nanmin(prof.F.values), prof.F_se.values
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     ax.fill_between(q, F - 2 * se, F + 2 * se, color="C0", alpha=0.25, lw=0)
@@ -197,8 +206,14 @@ def figure(a, out, path):
     if len(rows) == 2:
         dF = float(rows["strong"].free_energy) - float(rows["weak"].free_energy)
         se2 = math.hypot(float(rows["strong"].delta_f_se), float(rows["weak"].delta_f_se))
+        qerr = math.hypot(float(rows["strong"].quadrature_error),
+                          float(rows["weak"].quadrature_error))  # fmt: skip
         text.append(f"TI of the exact LLC, localized at each MAP (γ = {a.gamma:g}, prior, β = 1):\n"
-                    f"F_strong − F_weak = {dF:.1f} ± {se2:.1f} nats")  # fmt: skip
+                    f"F_strong − F_weak = {dF:.1f} ± {se2:.1f} (quadrature check {qerr:.1f}) nats")  # fmt: skip
+    text.append(f"posterior: log P(aG < {divide:.2f}) − log P(aG > {divide:.2f}) = "
+                f"{float(prof.delta_F):.1f} ± {float(prof.delta_F_se):.1f} nats\n"
+                f"(the divide: Level 2's barrier at this P)")  # fmt: skip
+    ax.axvline(divide, color="0.6", lw=0.8)
     ax.text(0.98, 0.04, "\n".join(text), transform=ax.transAxes, ha="right", va="bottom",
             fontsize=8, bbox={"facecolor": "white", "edgecolor": "0.7"})  # fmt: skip
     ax.set_xlabel("aG (copy order parameter)")
