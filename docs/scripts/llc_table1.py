@@ -192,9 +192,9 @@ def figure(res: dict, d: int, path: Path, quick: bool):
             ax.set_xticks(P, [str(p) for p in P], fontsize=8)
             ax.minorticks_off()
             if float(ds["exact_llc_mean"].min()) < 0:
-                ax.text(0.98, 0.03, "λ̂ < 0: w* (a MAP with the prior) is not a critical\n"
+                ax.text(0.02, 0.97, "λ̂ < 0: w* (a MAP with the prior) is not a critical\n"
                         "point of L_n (docs/theory.md §11)", transform=ax.transAxes,
-                        fontsize=7, color="0.3", ha="right")  # fmt: skip
+                        fontsize=7, color="0.3", ha="left", va="top")  # fmt: skip
         ax.legend(fontsize=8, loc="lower right")
     title = "λ̂ against P at the exact MAP (frozen embeddings, seed 0)"
     if quick:
