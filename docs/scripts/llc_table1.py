@@ -129,25 +129,18 @@ def point_path(out_dir: Path, act: str, P: int, d: int, phase=None) -> Path:
 
 
 def collect(out_dir: Path, d: int) -> dict:
-    """{activation or "softmax_weak"/"softmax_strong": Dataset over P} from the files present."""
-    res = {}
-    for act in ("linear", "softmax"):
-        for phase in (None, "weak", "strong"):
-            files = sorted(
-                (f for f in out_dir.glob(f"{act}_P*_d{d}.nc")
-                 if f == point_path(out_dir, act, int(f.stem.split("_")[1][1:]), d, phase)),
-                key=lambda f: int(f.stem.split("_")[1][1:]),
-            )  # fmt: skip
-            if files:
-                parts = []
-                for f in files:
-                    ds = xr.load_dataset(f)
-                    parts.append(ds.expand_dims(P=[ds.attrs["P"]]).assign(
-                        aG_star=("P", [ds.attrs.get("aG_star", float("nan"))])))  # fmt: skip
-                res[act if phase is None else f"{act}_{phase}"] = xr.concat(
-                    parts, "P", combine_attrs="drop"
-                )
-    return res
+    """{activation or "softmax_weak"/"softmax_strong": Dataset over P} from the files present,
+    grouped by each file's own record (``phase`` "map" or absent: the default w*)."""
+    groups = {}
+    for f in out_dir.glob(f"*_P*_d{d}.nc"):
+        ds = xr.load_dataset(f)
+        phase = ds.attrs.get("phase", "map")
+        name = ds.attrs["activation"] + ("" if phase == "map" else f"_{phase}")
+        groups.setdefault(name, []).append(ds.expand_dims(P=[ds.attrs["P"]]))
+    return {
+        name: xr.concat(sorted(parts, key=lambda ds: int(ds.P[0])), "P", combine_attrs="drop")
+        for name, parts in groups.items()
+    }
 
 
 def figure(res: dict, d: int, path: Path, quick: bool):
@@ -189,13 +182,14 @@ def figure(res: dict, d: int, path: Path, quick: bool):
                     ax.errorbar(ph["P"], ph["sgld_llc_mean"], yerr=2 * ph["sgld_mcse"], fmt=mk,
                                 ms=6, color=col, capsize=3,
                                 label=f"SGLD at the {phase} MAP")  # fmt: skip
-            ax.set_xticks(P, [str(p) for p in P], fontsize=8)
+            ticks = sorted({int(p) for name, r in res.items() if name.startswith(act)
+                            for p in r["P"].values})  # fmt: skip
+            ax.set_xticks(ticks, [str(p) for p in ticks], fontsize=8)
             ax.minorticks_off()
-            if float(ds["exact_llc_mean"].min()) < 0:
-                ax.text(0.02, 0.97, "λ̂ < 0: w* (a MAP with the prior) is not a critical\n"
-                        "point of L_n (docs/theory.md §11)", transform=ax.transAxes,
-                        fontsize=7, color="0.3", ha="left", va="top")  # fmt: skip
-        ax.legend(fontsize=8, loc="lower right")
+        note = None  # with the legend, so that the two never overlap
+        if act in res and float(res[act]["exact_llc_mean"].min()) < 0:
+            note = "λ̂ < 0: w* (a MAP with the prior) is not\na critical point of L_n (docs/theory.md §11)"
+        ax.legend(fontsize=8, loc="best", title=note, title_fontsize=7)
     title = "λ̂ against P at the exact MAP (frozen embeddings, seed 0)"
     if quick:
         title += " — QUICK RUN: few draws, not the study"
