@@ -143,14 +143,24 @@ def profile_line(prof) -> str:
     )
 
 
+def load_phases(a, out) -> dict:
+    """{phase: the TI Dataset} of the phases written at these settings."""
+    files = {ph: out / f"P{a.P}_d{a.d}_{ph}_g{a.gamma:g}.nc" for ph in PHASES}
+    return {ph: xr.load_dataset(f) for ph, f in files.items() if f.exists()}
+
+
+def phase_difference(rows) -> tuple[float, float, float]:
+    """F_strong - F_weak, its standard error and the two quadrature checks combined."""
+    w, s = rows["weak"], rows["strong"]
+    return (float(s.free_energy) - float(w.free_energy),
+            math.hypot(float(s.delta_f_se), float(w.delta_f_se)),
+            math.hypot(float(s.quadrature_error), float(w.quadrature_error)))  # fmt: skip
+
+
 def summary(a, out):
     from bayes_attn.analysis.free_energy import landscape_report
 
-    rows = {}
-    for phase in PHASES:
-        f = out / f"P{a.P}_d{a.d}_{phase}_g{a.gamma:g}.nc"
-        if f.exists():
-            rows[phase] = xr.load_dataset(f)
+    rows = load_phases(a, out)
     n = a.P
     for phase, ds in rows.items():
         slt = n * float(ds.init_loss) + float(ds.llc_top) * math.log(n)
@@ -161,8 +171,7 @@ def summary(a, out):
               f"{slt:.3f}; E|M - M*|² = {float(ds.distance2_top):.3f}")  # fmt: skip
     if len(rows) == 2:
         w, s = rows["weak"], rows["strong"]
-        dF = float(s.free_energy) - float(w.free_energy)
-        se = math.hypot(float(s.delta_f_se), float(w.delta_f_se))
+        dF, se, _ = phase_difference(rows)
         corr = a.gamma / 2 * (float(s.distance2_top) - float(w.distance2_top))
         slt = n * (float(s.init_loss) - float(w.init_loss)) + (
             float(s.llc_top) - float(w.llc_top)
@@ -194,20 +203,14 @@ def figure(a, out, path):
         ax.axvline(m, color="0.45", ls=":", lw=1.2,
                    label=None if i else "modes of the posterior density over M (readout "
                    "integrated out): " + ", ".join(f"{v:.2f}" for v in prof.attrs["mode_q"]))  # fmt: skip
-    rows = {}
-    for phase, col in (("weak", "C2"), ("strong", "C3")):
-        f = out / f"P{a.P}_d{a.d}_{phase}_g{a.gamma:g}.nc"
-        if f.exists():
-            rows[phase] = xr.load_dataset(f)
-            ax.axvline(rows[phase].attrs["aG_star"], color=col, ls="--", lw=1.2,
-                       label=f"{phase} MAP (weight decay's minimum), aG = "
-                       f"{rows[phase].attrs['aG_star']:.2f}")  # fmt: skip
+    rows = load_phases(a, out)
+    for phase, ds in rows.items():
+        ax.axvline(ds.attrs["aG_star"], color={"weak": "C2", "strong": "C3"}[phase], ls="--",
+                   lw=1.2, label=f"{phase} MAP (weight decay's minimum), aG = "
+                   f"{ds.attrs['aG_star']:.2f}")  # fmt: skip
     text = []
     if len(rows) == 2:
-        dF = float(rows["strong"].free_energy) - float(rows["weak"].free_energy)
-        se2 = math.hypot(float(rows["strong"].delta_f_se), float(rows["weak"].delta_f_se))
-        qerr = math.hypot(float(rows["strong"].quadrature_error),
-                          float(rows["weak"].quadrature_error))  # fmt: skip
+        dF, se2, qerr = phase_difference(rows)
         text.append(f"TI of the exact LLC, localized at each MAP (γ = {a.gamma:g}, prior, β = 1):\n"
                     f"F_strong − F_weak = {dF:.1f} ± {se2:.1f} (quadrature check {qerr:.1f}) nats")  # fmt: skip
     text.append(f"posterior: log P(aG < {divide:.2f}) − log P(aG > {divide:.2f}) = "
