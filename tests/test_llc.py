@@ -256,6 +256,59 @@ def test_frozen_target_is_the_network_target_at_w_star():
         frozen_llc_target(quadratic, w_star)
 
 
+def test_frozen_sq_distance_integrates_the_network_readout():
+    """The frozen target's |w - w*|² at a gate M~: |M~ - M~*|² plus the readout's conditional
+    E|W_O - W_O*|² in the span, against the explicit network's localized density, which is
+    Gaussian in W_O at a fixed W_G (mean and covariance from its Hessian, 48 weights)."""
+    from bayes_attn import algebra
+
+    w_star, call = _frozen_case()
+    exact = frozen_llc_target(network_model, w_star, **call)
+    explicit = llc_target(network_model, w_star, **call)
+    U = np.asarray(algebra.span_basis(*call["model_kwargs"]["embeddings"]))
+    V, d = np.shape(w_star["W_O"])
+    x = exact.x_star + 0.05 * jax.random.normal(jax.random.key(5), exact.x_star.shape)
+    W_G = U @ np.asarray(x).reshape(U.shape[1], -1) @ U.T
+
+    def log_p(wo):
+        sites = {"W_G": W_G, "W_O": wo.reshape(V, d)}
+        return explicit.log_density(explicit.potential.unconstrain(sites))
+
+    wo0 = jnp.asarray(w_star["W_O"]).ravel()
+    H = -jax.hessian(log_p)(wo0)
+    cov = np.linalg.inv(np.asarray(H))
+    mean = np.asarray(wo0) + cov @ np.asarray(jax.grad(log_p)(wo0))
+    Q = np.kron(np.eye(V), U @ U.T)  # W_O's part in the span (the rest cancels between centres)
+    readout = np.sum((Q @ (mean - np.asarray(wo0))) ** 2) + np.trace(Q @ cov @ Q)
+    gate = float(jnp.sum((x - exact.x_star) ** 2))
+    assert float(exact.sq_distance(x)) == pytest.approx(gate + readout, rel=1e-8)
+    assert readout > 1e-3 * gate  # the readout's part is not negligible here: the check bites
+
+
+def test_localization_free_energy_on_the_quadratic_off_centre():
+    """F(γ) - F(0) = Σ ½ log(1 + γ/hᵢ) + ½ hᵢ γ cᵢ² / (hᵢ + γ) (hᵢ = nβ aᵢ, centre c): the
+    thermodynamic integral over γ (4 Gauss-Legendre nodes, 2 as the check; MALA, exact in the
+    limit of many steps) within 4 of its standard errors plus the rules' difference. The chains
+    start at c; the slowest direction relaxes in 1/(ε(h_min + g)) ≈ 400 steps, so 1500 steps of
+    burn-in (TI_RUN's 300 leave R-hat at 1.14 at the smallest g)."""
+    from bayes_attn.experiments.llc import localization_free_energy
+
+    c = np.array([0.3, -0.2, 0.5])
+    run = {**{k: v for k, v in TI_RUN.items() if k != "num_nodes"}, "num_burnin": 1500}
+    ds = localization_free_energy(
+        quadratic, jnp.asarray(c), nbeta=NBETA, gamma=GAMMA, num_nodes=4,
+        step_size=0.4 / (4 * NBETA + GAMMA), **run,
+    )  # fmt: skip
+    h = NBETA * A
+    exact = np.sum(0.5 * np.log1p(GAMMA / h) + 0.5 * h * GAMMA * c**2 / (h + GAMMA))
+    tol = 4 * float(ds["delta_f_se"]) + float(ds["quadrature_error"])
+    assert abs(float(ds["delta_f"]) - exact) < tol, (ds, exact)
+    assert float(ds["quadrature_error"]) < 0.05 * exact and np.all(ds["rhat"] < 1.05)
+    assert np.all((ds["g"] > 0) & (ds["g"] < GAMMA)) and ds.sizes["node_half"] == 2
+    with pytest.raises(ValueError, match="gamma"):
+        localization_free_energy(quadratic, jnp.asarray(c), nbeta=NBETA, gamma=0.0)
+
+
 @pytest.mark.slow  # about 45 s on a shared 2-core machine (NUTS and MALA compile and run)
 def test_exact_frozen_llc_agrees_with_mala_on_the_explicit_network():
     """d = 16, P = 20, nβ = P / log P, γ = 100: the 121-dimensional exact target by NUTS against

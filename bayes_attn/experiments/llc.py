@@ -18,21 +18,40 @@ import jax
 import numpy as np
 import xarray as xr
 
+from bayes_attn import _arviz as az
 from bayes_attn import algebra
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.analysis.llc import calibration_verdict, llc_estimate
 from bayes_attn.experiments.coexistence import PHASES, phase_starts
 from bayes_attn.inference import resolve_key
-from bayes_attn.inference.llc import exact_frozen_llc, llc_target, run_llc
+from bayes_attn.inference.llc import exact_frozen_llc, frozen_llc_target, llc_target, run_llc
 from bayes_attn.models.levels import EMBEDDINGS_FOLD, model_with_data, seed_embeddings
 from bayes_attn.progress import say
 from bayes_attn.theory.level1 import level1_fit, level1_map, start_in_span
 
-__all__ = ["EMBEDDINGS_FOLD", "calibrate_llc", "llc_free_energy", "llc_point", "llc_problem"]
+__all__ = [
+    "EMBEDDINGS_FOLD",
+    "calibrate_llc",
+    "llc_free_energy",
+    "llc_point",
+    "llc_problem",
+    "localization_free_energy",
+    "network_weights",
+]
+
+
+def network_weights(task, hyper, tokens, activation: str, M, embeddings) -> dict:
+    """The network's weights that a whitened gate ``M`` stands for with frozen ``embeddings``:
+    W_G = U M U^T and the readout profiled out, W_O = w~^T U^T / √d (:func:`level1_fit`), so that
+    the network's logits and readout are the Level-1 form's."""
+    d = int(np.shape(embeddings[0])[0])
+    g, U = algebra.embedding_gram(*embeddings), np.asarray(algebra.span_basis(*embeddings))
+    w = level1_fit(M, tokens, task, hyper, activation, gram=g)["w"]
+    return {"W_G": U @ np.asarray(M) @ U.T, "W_O": w.T @ U.T / math.sqrt(d)}
 
 
 def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=None, seed=0,
-                batch_size=None, phase: str | None = None):  # fmt: skip
+                batch_size=None, phase: str | None = None, include_logdet: bool = False):  # fmt: skip
     """``(model, model_args, model_kwargs, w_star, n)`` of the LLC at a point.
 
     ``network``: the network with its embeddings frozen at a prior draw from the seed
@@ -45,7 +64,9 @@ def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=Non
     from the ``"weak"`` or ``"strong"`` phase's start
     (:func:`~bayes_attn.experiments.coexistence.phase_starts`): in the coexistence window the two
     starts reach the two minima; outside it, where one phase has no minimum, both may reach the
-    same one (read w*'s ``aG``).
+    same one (read w*'s ``aG``). ``include_logdet`` minimises the action with the readout's
+    log-determinant instead: w* is then a mode of the posterior density over the gate (the
+    readout integrated out), not of the joint density over gate and readout.
     """
     if level not in ("network", "kernel"):
         raise ValueError(f"level must be 'network' or 'kernel', got {level!r}")
@@ -60,19 +81,18 @@ def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=Non
         M0 = np.asarray(phase_starts(task, hyper, P, "kernel")[phase]["M"])
     if level == "kernel":
         model, args, kw = model_with_data("kernel", task, hyper, P, activation, key=key)
-        M = level1_map(task, hyper, args[2], activation, M0=M0).M
+        M = level1_map(task, hyper, args[2], activation, M0=M0, include_logdet=include_logdet).M
         return model, args, kw, {"M": M}, P
     d = check_int("d_model", d_model, task.n_features)
     emb = seed_embeddings(task, hyper, d, key=key)
     model, args, kw = model_with_data(
         "network", task, hyper, P, activation, key=key, embeddings=emb, batch_size=batch_size
     )
-    g, U = algebra.embedding_gram(*emb), np.asarray(algebra.span_basis(*emb))
+    g = algebra.embedding_gram(*emb)
     if M0 is not None:
         M0 = start_in_span(M0, algebra.gram_factor(g, task.n_features))
-    M = level1_map(task, hyper, args[2], activation, M0=M0, gram=g).M
-    w = level1_fit(M, args[2], task, hyper, activation, gram=g)["w"]
-    return model, args, kw, {"W_G": U @ M @ U.T, "W_O": w.T @ U.T / math.sqrt(d)}, None
+    M = level1_map(task, hyper, args[2], activation, M0=M0, gram=g, include_logdet=include_logdet).M
+    return model, args, kw, network_weights(task, hyper, args[2], activation, M, emb), None
 
 
 def llc_point(
@@ -227,6 +247,17 @@ def _ti_ladder(run_one, nbeta, scale, num_nodes, key, burnin, progress=False):
     return t, llc, se, rhat, integral, float(np.sqrt(np.sum((w * se / t) ** 2))), est[0].init_loss
 
 
+def _base_target(model, w_star, model_args, model_kwargs, nbeta, gamma, include_prior, n, exact):
+    """The target at the top of a ladder (its nβ, n, L_n(w*)): with ``exact`` the frozen
+    network's (gate only, no pass over the d x d weights, so cheap at any width)."""
+    if exact:
+        full = {k: v for k, v in model_kwargs.items() if k != "batch_size"}
+        return frozen_llc_target(model, w_star, model_args=model_args, model_kwargs=full,
+                                 nbeta=nbeta, gamma=gamma, include_prior=include_prior)  # fmt: skip
+    return llc_target(model, w_star, model_args=model_args, model_kwargs=model_kwargs,
+                      nbeta=nbeta, gamma=gamma, include_prior=include_prior, n=n)  # fmt: skip
+
+
 def llc_free_energy(
     model,
     w_star,
@@ -273,10 +304,8 @@ def llc_free_energy(
     """
     num_nodes = check_int("num_nodes", num_nodes, 2)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
-    base = llc_target(
-        model, w_star, model_args=model_args, model_kwargs=model_kwargs, nbeta=nbeta,
-        gamma=gamma, include_prior=include_prior, n=n,
-    )  # fmt: skip
+    base = _base_target(model, w_star, model_args, model_kwargs, nbeta, gamma, include_prior, n,
+                        exact)  # fmt: skip
     scale = (gamma if gamma > 0 else 1.0) if scale is None else check_positive("scale", scale)
     rng = resolve_key(key, seed)[0]
     shared = {"model_args": model_args, "model_kwargs": model_kwargs, "gamma": gamma,
@@ -318,4 +347,93 @@ def llc_free_energy(
         coords={"t": ("node", rule[0]), "t_half": ("node_half", half[0])},
         attrs={"kind": "llc free energy", "gamma": float(gamma), "scale": scale,
                "include_prior": int(include_prior), "exact": int(exact), "burnin": burnin},
+    )  # fmt: skip
+
+
+def localization_free_energy(
+    model,
+    w_star,
+    *,
+    model_args: tuple = (),
+    model_kwargs: dict | None = None,
+    nbeta: float | None = None,
+    gamma: float = 100.0,
+    include_prior: bool = False,
+    n: int | None = None,
+    num_nodes: int = 4,
+    exact: bool = False,
+    seed: int | None = None,
+    key=None,
+    progress: bool = False,
+    **options,
+) -> xr.Dataset:
+    """F(γ) - F(0) at fixed nβ: the free energy the localization adds, by thermodynamic
+    integration over γ (docs/theory.md §11, "Taking the localization away").
+
+    With Z(g) = ∫ exp(-nβ L_n(w) - g/2 |w - w*|²) [prior] dw, d(-log Z)/dg = ½ E_g|w - w*|², so
+
+        F(γ) - F(0) = ∫_0^γ ½ E_g|w - w*|² dg,
+
+    by Gauss-Legendre on [0, γ] with ``num_nodes`` nodes (and ``num_nodes // 2`` as the check),
+    each node one :func:`~bayes_attn.inference.llc.run_llc` (``options``) or, with ``exact``,
+    :func:`~bayes_attn.inference.llc.exact_frozen_llc` (|w - w*|² in the span, the readout's part
+    integrated), from its own key. F(0) is the free energy without localization: the target at
+    γ = 0 must be proper (the prior, or a loss that holds every direction). Added to
+    :func:`llc_free_energy`'s F(nβ) at γ it gives the unlocalized F(nβ); where the γ = 0 target
+    has several basins, each node's chains stay in the basin they start in (w*'s) only while the
+    barrier holds them: read ``loss_min``/``loss_max`` at the nodes against the other basin's
+    loss.
+
+    Returns a Dataset: ``half_sq_distance`` (½ E|w - w*|²), its ``mcse``, ``rhat``, ``loss_min``
+    and ``loss_max`` (the draws' extremes of L_n) at the nodes ``g`` (dimension ``node``) and at
+    the check rule's (``node_half``); scalars ``delta_f`` (F(γ) - F(0)), ``delta_f_se``,
+    ``delta_f_half`` and ``quadrature_error``.
+    """
+    num_nodes = check_int("num_nodes", num_nodes, 2)
+    model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
+    gamma = check_positive("gamma", gamma)
+    base = _base_target(model, w_star, model_args, model_kwargs, nbeta, gamma, include_prior, n,
+                        exact)  # fmt: skip
+    rng = resolve_key(key, seed)[0]
+    shared = {"model_args": model_args, "model_kwargs": model_kwargs, "nbeta": base.nbeta,
+              "include_prior": include_prior}  # fmt: skip
+    if exact:
+        shared["model_kwargs"] = {k: v for k, v in model_kwargs.items() if k != "batch_size"}
+
+        def run_one(g, k):
+            return exact_frozen_llc(model, w_star, **shared, gamma=g, key=k, **options)
+    else:
+
+        def run_one(g, k):
+            return run_llc(model, w_star, **shared, gamma=g, n=base.n, key=k, **options)
+
+    def ladder(m, k):
+        x, wts = np.polynomial.legendre.leggauss(m)
+        g, wts = (x + 1) * gamma / 2, wts * gamma / 2
+        rows = []
+        for i, gi in enumerate(g):
+            start = time.perf_counter()
+            post = run_one(float(gi), jax.random.fold_in(k, i)).posterior
+            half = 0.5 * np.asarray(post["distance"]) ** 2
+            loss = np.asarray(post["loss"])
+            rows.append((half.mean(), float(az.mcse(half)), float(az.rhat(half)), loss.min(),
+                         loss.max()))  # fmt: skip
+            say("localization free energy: node %d of %d, γ = %.4g: ½E|w - w*|² %.4g ± %.2g, "
+                "R-hat %.3f (%.0f s)", i + 1, m, gi, *rows[-1][:3], time.perf_counter() - start,
+                enabled=progress)  # fmt: skip
+        cols = [np.array(c, dtype=float) for c in zip(*rows, strict=True)]
+        return g, cols, float(np.sum(wts * cols[0])), float(np.sqrt(np.sum((wts * cols[1]) ** 2)))
+
+    g, cols, delta, se = ladder(num_nodes, jax.random.fold_in(rng, 0))
+    g_half, cols_half, delta_half, _ = ladder(num_nodes // 2, jax.random.fold_in(rng, 1))
+    names = ("half_sq_distance", "mcse", "rhat", "loss_min", "loss_max")
+    return xr.Dataset(
+        {**{k: ("node", c) for k, c in zip(names, cols, strict=True)},
+         **{f"{k}_half": ("node_half", c) for k, c in zip(names[:2], cols_half[:2], strict=True)},
+         "delta_f": delta, "delta_f_se": se, "delta_f_half": delta_half,
+         "quadrature_error": abs(delta - delta_half), "init_loss": base.init_loss,
+         "nbeta": base.nbeta},
+        coords={"g": ("node", g), "g_half": ("node_half", g_half)},
+        attrs={"kind": "localization free energy", "gamma": gamma,
+               "include_prior": int(include_prior), "exact": int(exact)},
     )  # fmt: skip

@@ -102,6 +102,9 @@ class LLCTarget(NamedTuple):
         |∇L_n(w*)|: zero at a critical point of L_n; a prior-regularised MAP is not one.
     potential : Potential
         The full-data potential (``potential.unravel`` maps a flat x to the sites).
+    sq_distance : callable or None
+        ``sq_distance(x)``: |w - w*|² at x where x is not all of w (the frozen target's x is the
+        gate; the readout's part enters as its conditional mean given x); None: |x - x*|².
     """
 
     loss: Callable
@@ -117,6 +120,7 @@ class LLCTarget(NamedTuple):
     init_loss: float
     grad_norm: float
     potential: Potential
+    sq_distance: Callable | None = None
 
 
 def _subsampled(model, model_args, model_kwargs) -> bool:
@@ -327,7 +331,10 @@ def _run_nuts(target, x0, key, num_burnin, num_draws, thinning, progress_bar):
     mcmc.run(key, init_params=x0, extra_fields=("accept_prob",))
     x = mcmc.get_samples(group_by_chain=True)
     loss = jax.jit(jax.vmap(jax.vmap(target.loss)))(x)
-    dist = jnp.linalg.norm(x - target.x_star, axis=-1)
+    if target.sq_distance is None:
+        dist = jnp.linalg.norm(x - target.x_star, axis=-1)
+    else:
+        dist = jnp.sqrt(jax.jit(jax.vmap(jax.vmap(target.sq_distance)))(x))
     acc = mcmc.get_extra_fields(group_by_chain=True)["accept_prob"]
     return tuple(np.asarray(a) for a in (loss, dist, acc))
 
@@ -545,6 +552,12 @@ def frozen_llc_target(
         trace = V * jnp.trace(jax.scipy.linalg.cho_solve(chol, G))
         return fit * (resid + trace) / P + const
 
+    def sq_distance(x):
+        # |M~ - M~*|² + E[|W_O - W_O*|² | M~], |W_O - W_O*|² = |w~ - w~*|²/d, w~ | M~ ~ N(mu, Λ^-1)
+        _, _, _, chol, _, mu = solve(x)
+        tr_inv = jnp.trace(jax.scipy.linalg.cho_solve(chol, jnp.eye(n_f)))
+        return jnp.sum((x - x_star) ** 2) + (jnp.sum((mu - w_st) ** 2) + V * tr_inv) / d
+
     def loss_at(x, w):
         G, B, yy = design(x)
         return fit * (yy - 2 * jnp.sum(B * w) + jnp.sum(w * (G @ w))) / P + const
@@ -555,6 +568,7 @@ def frozen_llc_target(
     return LLCTarget(
         loss, lambda x, key: loss(x), log_density, lambda x, key: log_density(x), x_star, P,
         float(nbeta), gamma, bool(include_prior), False, float(init_loss), grad_norm, None,
+        sq_distance,
     )  # fmt: skip
 
 
@@ -578,7 +592,8 @@ def exact_frozen_llc(
     """The LLC of the frozen-embedding network by NUTS on :func:`frozen_llc_target` (M~, W_O
     integrated out): the ground truth for :func:`run_llc` on the explicit network at the same
     nβ and γ, at any width. The result has :func:`run_llc`'s form (``loss`` is E[L_n | M~],
-    ``distance`` is |M~ - M~*|, the gate's part only; ``acceptance`` NUTS's), so
+    ``distance`` is the rms distance from w* in the embeddings' span given M~, the readout
+    integrated: (|M~ - M~*|² + E[|W_O - W_O*|² | M~])^½; ``acceptance`` NUTS's), so
     :func:`bayes_attn.analysis.llc.llc_estimate` reads it; the record says ``llc_sampler``
     ``exact-nuts``."""
     num_chains = check_int("num_chains", num_chains, 1)

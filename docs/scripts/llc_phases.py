@@ -43,25 +43,59 @@ import xarray as xr
 import bayes_attn as ba
 from bayes_attn import algebra
 from bayes_attn.analysis.llc import llc_estimate
-from bayes_attn.experiments.llc import llc_free_energy, llc_problem
+from bayes_attn.experiments.coexistence import phase_starts
+from bayes_attn.experiments.llc import (
+    llc_free_energy,
+    llc_problem,
+    localization_free_energy,
+    network_weights,
+)
 from bayes_attn.experiments.protocol import ProtocolConfig
 from bayes_attn.inference.llc import exact_frozen_llc
 from bayes_attn.io import write_atomic
-
-sys.path.insert(0, str(Path(__file__).parent))
-from llc_table1 import order_at  # noqa: E402
+from bayes_attn.theory.level1 import level1_fit, start_in_span
 
 ROOT = Path(__file__).resolve().parents[2]
 PHASES = ("weak", "strong")
+#: aG between the phases' basins at Table 1 (the profiles' barriers lie at 1.5-2.0)
+DIVIDE_GUESS = 1.5
 
 
 def problem(a, phase):
+    """The network, its data and the centre w* of ``phase``: the joint MAP reached from the
+    phase's start (``--centre map``), or the mode of the posterior density over the gate
+    (``--centre mode``, the readout's log-determinant in) and, where that phase has no mode (the
+    weak start falls to the strong one), the phase's start itself. Returns the centre's kind."""
     cfg = ProtocolConfig.paper()
     task, hyper = cfg.task(), ba.Hyper.paper()
     model, args, kw, w, _ = llc_problem(
-        "network", task, hyper, a.P, "softmax", d_model=a.d, seed=a.seed, phase=phase
-    )
-    return task, hyper, model, args, kw, w
+        "network", task, hyper, a.P, "softmax", d_model=a.d, seed=a.seed, phase=phase,
+        include_logdet=a.centre == "mode",
+    )  # fmt: skip
+    kind = a.centre
+    if (
+        phase is not None
+        and a.centre == "mode"
+        and not in_phase(phase, order(task, hyper, args, kw, w))
+    ):
+        emb = kw["embeddings"]
+        R = algebra.gram_factor(algebra.embedding_gram(*emb), task.n_features)
+        M0 = start_in_span(np.asarray(phase_starts(task, hyper, a.P, "kernel")[phase]["M"]), R)
+        w, kind = network_weights(task, hyper, args[2], "softmax", M0, emb), "start"
+    return task, hyper, model, args, kw, w, kind
+
+
+def order(task, hyper, args, kw, w) -> float:
+    """aG of the network at w (Level 1's projection of the mean attention on the training tokens,
+    from the whitened gate: no pass over the d x d weights)."""
+    emb = kw["embeddings"]
+    U = np.asarray(algebra.span_basis(*emb))
+    M = U.T @ np.asarray(w["W_G"]) @ U
+    return level1_fit(M, args[2], task, hyper, "softmax", gram=algebra.embedding_gram(*emb))["cG"]
+
+
+def in_phase(phase, aG) -> bool:
+    return (aG < DIVIDE_GUESS) == (phase == "weak")
 
 
 def log_z0(task, hyper, kw, w, gamma):
@@ -76,9 +110,9 @@ def log_z0(task, hyper, kw, w, gamma):
 
 
 def run_phase(a, phase, path):
-    task, hyper, model, args, kw, w = problem(a, phase)
-    tr = order_at(model, args, kw, w)
-    print(f"{phase}: w* aG = {tr['aG_star']:.4f}", flush=True)
+    task, hyper, model, args, kw, w, kind = problem(a, phase)
+    aG_star = order(task, hyper, args, kw, w)
+    print(f"{phase}: w* ({kind}) aG = {aG_star:.4f}", flush=True)
     run = {"num_chains": a.chains, "num_draws": a.draws, "num_burnin": a.burnin}
     t0 = time.perf_counter()
     ds = llc_free_energy(
@@ -97,15 +131,34 @@ def run_phase(a, phase, path):
     dist2 = float((top.posterior["distance"] ** 2).mean())
     ds["llc_top"], ds["llc_top_mcse"], ds["llc_top_rhat"] = est.llc_mean, est.mcse, est.rhat
     ds["distance2_top"] = dist2
+    wall_top = time.perf_counter() - t0
+    if a.gamma_nodes:
+        t0 = time.perf_counter()
+        loc = localization_free_energy(
+            model, w, model_args=args, model_kwargs=kw, nbeta=float(a.P), gamma=a.gamma,
+            include_prior=True, exact=True, num_nodes=a.gamma_nodes, seed=a.seed + 2000,
+            progress=True, **run,
+        )  # fmt: skip
+        ds = ds.merge(loc.rename({k: f"loc_{k}" for k in loc.data_vars}).drop_vars(
+            ["loc_init_loss", "loc_nbeta"]), combine_attrs="override")  # fmt: skip
+        # F(n) without localization: the basin's own free energy (docs/theory.md §11)
+        ds["free_energy_basin"] = ds["free_energy"] - ds["loc_delta_f"]
+        ds.attrs["wall_loc_s"] = time.perf_counter() - t0
     ds.attrs.update(
-        command=shlex.join(sys.argv), phase=phase, P=a.P, d=a.d, seed=a.seed, aG_star=tr["aG_star"],
-        wall_ti_s=wall_ti, wall_top_s=time.perf_counter() - t0, **run,
+        command=shlex.join(sys.argv), phase=phase, P=a.P, d=a.d, seed=a.seed, aG_star=aG_star,
+        centre=kind, wall_ti_s=wall_ti, wall_top_s=wall_top, **run,
     )  # fmt: skip
     write_atomic(ds, path)
     print(f"{phase}: F(n) - F(0) = {float(ds.delta_f):.3f} ± {float(ds.delta_f_se):.3f} "
           f"(half rule {float(ds.delta_f_half):.3f}); F(n) = {float(ds.free_energy):.3f}; "
           f"llc(n) = {est.llc_mean:.3f} ± {est.mcse:.3f}; E|M - M*|² = {dist2:.3f}; "
-          f"{wall_ti:.0f} s + {float(ds.attrs['wall_top_s']):.0f} s", flush=True)  # fmt: skip
+          f"{wall_ti:.0f} s + {wall_top:.0f} s", flush=True)  # fmt: skip
+    if a.gamma_nodes:
+        print(f"{phase}: F(γ) - F(0) = {float(ds.loc_delta_f):.3f} ± {float(ds.loc_delta_f_se):.3f} "
+              f"(check {float(ds.loc_delta_f_half):.3f}); F(n) of the basin = "
+              f"{float(ds.free_energy_basin):.3f}; n L_n over the γ nodes' draws "
+              f"{a.P * float(ds.loc_loss_min.min()):.1f}-{a.P * float(ds.loc_loss_max.max()):.1f}",
+              flush=True)  # fmt: skip
 
 
 def run_profile(a, path):
@@ -113,7 +166,7 @@ def run_profile(a, path):
 
     from bayes_attn.experiments.landscape import landscape_report, run_landscape, write_landscape
 
-    task, hyper, model, args, kw, w = problem(a, None)
+    task, hyper, model, args, kw, w, _ = problem(a, None)
     gram = algebra.embedding_gram(*kw["embeddings"])
     t0 = time.perf_counter()
     idata = run_landscape(task, hyper, a.P, "kernel", tokens=args[2], gram=gram,
@@ -143,23 +196,54 @@ def profile_line(prof) -> str:
     )
 
 
+def phase_path(a, out, phase) -> Path:
+    tail = "" if a.centre == "map" else f"_{a.centre}"
+    return out / f"P{a.P}_d{a.d}_{phase}_g{a.gamma:g}{tail}.nc"
+
+
+def profile_path(a, out) -> Path:
+    return a.profile or out / f"P{a.P}_d{a.d}_profile.nc"
+
+
 def load_phases(a, out) -> dict:
     """{phase: the TI Dataset} of the phases written at these settings."""
-    files = {ph: out / f"P{a.P}_d{a.d}_{ph}_g{a.gamma:g}.nc" for ph in PHASES}
+    files = {ph: phase_path(a, out, ph) for ph in PHASES}
     return {ph: xr.load_dataset(f) for ph, f in files.items() if f.exists()}
 
 
-def phase_difference(rows) -> tuple[float, float, float]:
-    """F_strong - F_weak, its standard error and the two quadrature checks combined."""
+def phase_difference(rows, basin=False) -> tuple[float, float, float]:
+    """F_strong - F_weak, its standard error and the quadrature checks combined: localized, or
+    (``basin``) with the localization taken away by the γ ladder."""
     w, s = rows["weak"], rows["strong"]
-    return (float(s.free_energy) - float(w.free_energy),
-            math.hypot(float(s.delta_f_se), float(w.delta_f_se)),
-            math.hypot(float(s.quadrature_error), float(w.quadrature_error)))  # fmt: skip
+    if not basin:
+        return (float(s.free_energy) - float(w.free_energy),
+                math.hypot(float(s.delta_f_se), float(w.delta_f_se)),
+                math.hypot(float(s.quadrature_error), float(w.quadrature_error)))  # fmt: skip
+    return (float(s.free_energy_basin) - float(w.free_energy_basin),
+            math.hypot(float(s.delta_f_se), float(w.delta_f_se), float(s.loc_delta_f_se),
+                       float(w.loc_delta_f_se)),
+            math.hypot(float(s.quadrature_error), float(w.quadrature_error),
+                       float(s.loc_quadrature_error), float(w.loc_quadrature_error)))  # fmt: skip
+
+
+def has_basins(rows) -> bool:
+    return len(rows) == 2 and all("free_energy_basin" in ds for ds in rows.values())
+
+
+def read_profile(a, out):
+    """The profile's report, split at its own barrier where F(aG) has two minima, else at Level
+    2's barrier at this P."""
+    from bayes_attn import _arviz as az
+    from bayes_attn.analysis.free_energy import landscape_report
+
+    idata = az.from_netcdf(profile_path(a, out))
+    prof = landscape_report(idata)
+    if np.atleast_1d(prof.q_minimum.values).size < 2:
+        prof = landscape_report(idata, divide=level2_divide(a))
+    return prof
 
 
 def summary(a, out):
-    from bayes_attn.analysis.free_energy import landscape_report
-
     rows = load_phases(a, out)
     n = a.P
     for phase, ds in rows.items():
@@ -178,23 +262,27 @@ def summary(a, out):
         ) * math.log(n)
         print(f"ΔF_TI = F_strong - F_weak = {dF:.3f} ± {se:.3f}; first-order localization "
               f"correction {corr:.3f} -> {dF - corr:.3f}; SLT {slt:.3f}")  # fmt: skip
-    prof_path = out / f"P{a.P}_d{a.d}_profile.nc"
-    if prof_path.exists():
-        from bayes_attn import _arviz as az
-
-        prof = landscape_report(az.from_netcdf(prof_path), divide=level2_divide(a))
-        print(profile_line(prof))
+    if has_basins(rows):
+        for phase, ds in rows.items():
+            print(f"{phase}: ½E|w - w*|² at γ = {np.round(ds.loc_g.values, 3)}: "
+                  f"{np.round(ds.loc_half_sq_distance.values, 3)} (R-hat max "
+                  f"{float(ds.loc_rhat.max()):.3f}); F(γ) - F(0) = {float(ds.loc_delta_f):.3f} ± "
+                  f"{float(ds.loc_delta_f_se):.3f} (check {float(ds.loc_delta_f_half):.3f}); "
+                  f"n L_n over its draws {n * float(ds.loc_loss_min.min()):.1f}-"
+                  f"{n * float(ds.loc_loss_max.max()):.1f}")  # fmt: skip
+        dF, se, qerr = phase_difference(rows, basin=True)
+        print(f"ΔF_TI of the basins (localization taken away) = {dF:.3f} ± {se:.3f} "
+              f"(quadrature checks combined {qerr:.3f})")  # fmt: skip
+    if profile_path(a, out).exists():
+        print(profile_line(read_profile(a, out)))
 
 
 def figure(a, out, path):
     """F(aG) of the posterior with the two MAPs marked and the TI's ΔF written on it."""
     import matplotlib.pyplot as plt
 
-    from bayes_attn import _arviz as az
-    from bayes_attn.analysis.free_energy import landscape_report
-
-    divide = level2_divide(a)
-    prof = landscape_report(az.from_netcdf(out / f"P{a.P}_d{a.d}_profile.nc"), divide=divide)
+    prof = read_profile(a, out)
+    divide = float(prof.divide)
     q, F, se = prof.q.values, prof.F.values - np.nanmin(prof.F.values), prof.F_se.values
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     ax.fill_between(q, F - 2 * se, F + 2 * se, color="C0", alpha=0.25, lw=0)
@@ -204,25 +292,33 @@ def figure(a, out, path):
                    label=None if i else "modes of the posterior density over M (readout "
                    "integrated out): " + ", ".join(f"{v:.2f}" for v in prof.attrs["mode_q"]))  # fmt: skip
     rows = load_phases(a, out)
+    what = {"map": "MAP (weight decay's minimum)", "mode": "mode of the gate's density",
+            "start": "phase start (no mode)"}  # fmt: skip
     for phase, ds in rows.items():
         ax.axvline(ds.attrs["aG_star"], color={"weak": "C2", "strong": "C3"}[phase], ls="--",
-                   lw=1.2, label=f"{phase} MAP (weight decay's minimum), aG = "
+                   lw=1.2, label=f"{phase} centre: {what[ds.attrs.get('centre', 'map')]}, aG = "
                    f"{ds.attrs['aG_star']:.2f}")  # fmt: skip
     text = []
     if len(rows) == 2:
         dF, se2, qerr = phase_difference(rows)
-        text.append(f"TI of the exact LLC, localized at each MAP (γ = {a.gamma:g}, prior, β = 1):\n"
-                    f"F_strong − F_weak = {dF:.1f} ± {se2:.1f} (quadrature check {qerr:.1f}) nats")  # fmt: skip
+        text.append(f"TI of the exact LLC, localized at each centre (γ = {a.gamma:g}, prior, "
+                    f"β = 1):\nF_strong − F_weak = {dF:.1f} ± {se2:.1f} (quadrature check "
+                    f"{qerr:.1f}) nats")  # fmt: skip
+    if has_basins(rows):
+        dF, se2, qerr = phase_difference(rows, basin=True)
+        text.append(f"the same with the localization taken away (TI over γ):\n"
+                    f"F_strong − F_weak = {dF:.1f} ± {se2:.1f} (quadrature checks {qerr:.1f}) nats")  # fmt: skip
+    two = np.atleast_1d(prof.q_minimum.values).size > 1
     text.append(f"posterior: log P(aG < {divide:.2f}) − log P(aG > {divide:.2f}) = "
                 f"{float(prof.delta_F):.1f} ± {float(prof.delta_F_se):.1f} nats\n"
-                f"(the divide: Level 2's barrier at this P)")  # fmt: skip
+                f"(the divide: {'the profile' if two else 'Level 2'}'s barrier at this P)")  # fmt: skip
     ax.axvline(divide, color="0.6", lw=0.8)
     ax.text(0.98, 0.04, "\n".join(text), transform=ax.transAxes, ha="right", va="bottom",
             fontsize=8, bbox={"facecolor": "white", "edgecolor": "0.7"})  # fmt: skip
     ax.set_xlabel("aG (copy order parameter)")
     ax.set_ylabel("F(aG) − min F (nats)")
-    ax.set_title(f"softmax, P = {a.P}, frozen embeddings d = {a.d} (seed 0): the posterior "
-                 "against its MAPs", fontsize=10)  # fmt: skip
+    ax.set_title(f"softmax, P = {a.P}, frozen embeddings d = {a.d} (seed 0): the posterior's "
+                 "F(aG) and the LLC's ΔF", fontsize=10)  # fmt: skip
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -240,18 +336,42 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=300)
     ap.add_argument("--burnin", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--centre",
+        choices=("map", "mode"),
+        default="map",
+        help="w* of each phase: the joint MAP from the phase's start, or the mode of "
+        "the density over the gate (the phase's start where it has none)",
+    )
+    ap.add_argument(
+        "--gamma-nodes",
+        type=int,
+        default=0,
+        help="Gauss-Legendre nodes of the γ ladder that takes the localization away "
+        "at t = n (0: none)",
+    )
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="an existing profile of the same posterior (a landscape scan file)",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "paper" / "llc_phases")
+    ap.add_argument("--figure", type=Path, default=None, help="default: <out>.png")
     a = ap.parse_args(argv)
+    if a.gamma_nodes == 1 or a.gamma_nodes < 0:
+        ap.error(f"--gamma-nodes: 0 or at least 2, got {a.gamma_nodes}")
+    if a.profile is not None and not a.profile.is_file():
+        ap.error(f"--profile: no file {a.profile}")
     a.out.mkdir(parents=True, exist_ok=True)
     for part in a.parts:
         if part == "summary":
             summary(a, a.out)
             continue
         if part == "figure":
-            figure(a, a.out, a.out.with_suffix(".png"))
+            figure(a, a.out, a.figure or a.out.with_suffix(".png"))
             continue
-        name = "profile" if part == "profile" else f"{part}_g{a.gamma:g}"
-        path = a.out / f"P{a.P}_d{a.d}_{name}.nc"
+        path = profile_path(a, a.out) if part == "profile" else phase_path(a, a.out, part)
         if path.exists():
             print(f"{path.name}: present, skipped", flush=True)
             continue
