@@ -256,6 +256,23 @@ def test_frozen_target_is_the_network_target_at_w_star():
         frozen_llc_target(quadratic, w_star)
 
 
+def test_network_order_is_what_the_network_records():
+    """network_order reads aG, a1 from the whitened gate; the network's own deterministic sites
+    at the same weights (a full forward pass) give the same numbers."""
+    from bayes_attn.experiments.llc import network_order
+
+    w_star, call = _frozen_case()
+    task, hyper, tokens, activation, _ = call["model_args"]
+    pot = flat_potential(network_model, call["model_args"], call["model_kwargs"])
+    sites = pot.sites(pot.unconstrain(w_star))
+    order = network_order(
+        task, hyper, tokens, activation, w_star, call["model_kwargs"]["embeddings"]
+    )
+    assert set(order) == {"a1", "aG"}
+    for k, v in order.items():
+        assert v == pytest.approx(float(sites[k]), rel=1e-9, abs=1e-12), k
+
+
 def test_frozen_sq_distance_integrates_the_network_readout():
     """The frozen target's |w - w*|² at a gate M~: |M~ - M~*|² plus the readout's conditional
     E|W_O - W_O*|² in the span, against the explicit network's localized density, which is

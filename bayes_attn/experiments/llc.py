@@ -50,6 +50,16 @@ def network_weights(task, hyper, tokens, activation: str, M, embeddings) -> dict
     return {"W_G": U @ np.asarray(M) @ U.T, "W_O": w.T @ U.T / math.sqrt(d)}
 
 
+def network_order(task, hyper, tokens, activation: str, w, embeddings) -> dict:
+    """The order parameters the frozen-embedding network records at the weights ``w``
+    (``c1``/``cG``, or ``a1``/``aG`` for softmax: the projection of the mean attention on
+    ``tokens``), read from the whitened gate U^T W_G U, so without a pass over the d x d weights."""
+    g, U = algebra.embedding_gram(*embeddings), np.asarray(algebra.span_basis(*embeddings))
+    fit = level1_fit(U.T @ np.asarray(w["W_G"]) @ U, tokens, task, hyper, activation, gram=g)
+    names = ("a1", "aG") if activation == "softmax" else ("c1", "cG")
+    return {names[0]: fit["c1"], names[1]: fit["cG"]}
+
+
 def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=None, seed=0,
                 batch_size=None, phase: str | None = None, include_logdet: bool = False):  # fmt: skip
     """``(model, model_args, model_kwargs, w_star, n)`` of the LLC at a point.

@@ -48,12 +48,13 @@ from bayes_attn.experiments.llc import (
     llc_free_energy,
     llc_problem,
     localization_free_energy,
+    network_order,
     network_weights,
 )
 from bayes_attn.experiments.protocol import ProtocolConfig
 from bayes_attn.inference.llc import exact_frozen_llc
 from bayes_attn.io import write_atomic
-from bayes_attn.theory.level1 import level1_fit, start_in_span
+from bayes_attn.theory.level1 import start_in_span
 
 ROOT = Path(__file__).resolve().parents[2]
 PHASES = ("weak", "strong")
@@ -86,12 +87,8 @@ def problem(a, phase):
 
 
 def order(task, hyper, args, kw, w) -> float:
-    """aG of the network at w (Level 1's projection of the mean attention on the training tokens,
-    from the whitened gate: no pass over the d x d weights)."""
-    emb = kw["embeddings"]
-    U = np.asarray(algebra.span_basis(*emb))
-    M = U.T @ np.asarray(w["W_G"]) @ U
-    return level1_fit(M, args[2], task, hyper, "softmax", gram=algebra.embedding_gram(*emb))["cG"]
+    """aG of the network at w."""
+    return network_order(task, hyper, args[2], "softmax", w, kw["embeddings"])["aG"]
 
 
 def in_phase(phase, aG) -> bool:

@@ -37,7 +37,7 @@ import xarray as xr
 
 import bayes_attn as ba
 from bayes_attn.analysis.llc import llc_estimate
-from bayes_attn.experiments.llc import llc_problem
+from bayes_attn.experiments.llc import llc_problem, network_order
 from bayes_attn.experiments.protocol import ProtocolConfig
 from bayes_attn.inference.llc import exact_frozen_llc, run_llc
 from bayes_attn.io import write_atomic
@@ -66,13 +66,10 @@ def settings(args) -> dict:
             "d": args.d, "seed": args.seed, "exact_only": bool(args.exact_only)}  # fmt: skip
 
 
-def order_at(model, args, kw, w_star) -> dict:
+def order_at(task, hyper, args, kw, w_star, activation) -> dict:
     """The order parameters (c1, cG or a1, aG) the network records at ``w_star``."""
-    from bayes_attn.inference.potential import flat_potential
-
-    pot = flat_potential(model, args, kw)
-    sites = pot.sites(pot.unconstrain(w_star))
-    return {f"{k}_star": float(sites[k]) for k in ("c1", "cG", "a1", "aG") if k in sites}
+    order = network_order(task, hyper, args[2], activation, w_star, kw["embeddings"])
+    return {f"{k}_star": v for k, v in order.items()}
 
 
 def one_point(activation, P, s, path, phase=None):
@@ -84,7 +81,7 @@ def one_point(activation, P, s, path, phase=None):
         "network", task, hyper, P, activation, d_model=s["d"], seed=s["seed"], phase=phase
     )
     t_map = time.perf_counter() - t0
-    order = order_at(model, args, kw, w_star)
+    order = order_at(task, hyper, args, kw, w_star, activation)
     print(f"{activation} P = {P}{'' if phase is None else ' ' + phase}: w* {order}", flush=True)
     out = {}
     t0 = time.perf_counter()
