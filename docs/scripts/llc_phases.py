@@ -23,9 +23,23 @@ in the difference). The difference ΔF_TI = F_strong - F_weak is compared with:
 
 Parts (each resumable, one NetCDF per part under ``--out``): ``weak``, ``strong`` (the TI ladder
 and the run at t = n), ``profile``, then ``summary`` (the table, from the files present) and
-``figure`` (``llc_phases.png`` beside the folder: F(aG) with the MAPs marked).
+``figure`` (``llc_phases.png`` beside the folder: F(aG) with the centres marked).
+
+The identity proper (docs/theory.md §11, "Taking the localization away") needs a posterior with
+both basins. ``--centre mode`` centres each phase at the mode of the posterior density over the
+gate (the readout integrated out), or at the phase's start where the phase has no mode (the
+weak phase past the action's spinodal is held by the volume of the gate's directions, not by a
+mode); ``--gamma-nodes K`` adds, per phase, a Gauss-Legendre ladder in γ at t = n
+(``localization_free_energy``) that takes the localization away, so that F_strong - F_weak is
+the basins' own difference, to be read against the profile split at its barrier.
+``--profile FILE`` reads an existing profile of the same posterior (the landscape scan's file at
+that P, Gram width and seed: the same network and data, ``seed_embeddings``).
 
 Run: .venv/bin/python docs/scripts/llc_phases.py weak strong profile summary figure
+     .venv/bin/python docs/scripts/llc_phases.py weak strong summary figure --P 290 --d 10000 \
+         --centre mode --gamma-nodes 3 --draws 200 --burnin 200 \
+         --profile docs/figures/paper/landscape_scan/kernel_P290_d0_g10000.nc \
+         --figure docs/figures/paper/llc_phases_P290_d10000.png
 """
 
 from __future__ import annotations
