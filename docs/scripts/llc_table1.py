@@ -48,8 +48,10 @@ LINEAR_P_STAR = 22.76
 SOFTMAX_P_STAR, SOFTMAX_WINDOW = 275.97, (264.97, 296.76)
 #: where this network's MAP (d = 256, seed 0) has two minima (docs/validation.md, continuation)
 MAP_WINDOW = (280.0, 290.0)
-#: the study's points: the paper's P >= 2 for both activations
+#: the study's points: the paper's P >= 2 for both activations, at the figure's width; the exact
+#: values at the wide width are drawn beside them
 STUDY_POINTS = 26
+STUDY_D, WIDE_D = 256, 10_000
 QUICK_PS = {"linear": (10, 20, 60), "softmax": (200, 275, 400)}
 
 
@@ -140,7 +142,9 @@ def collect(out_dir: Path, d: int) -> dict:
     }
 
 
-def figure(res: dict, d: int, path: Path, quick: bool):
+def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None):
+    """λ̂ against P at width ``d``, with the exact values at the width of ``wide`` (d = 10⁴)
+    beside them where present."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -165,6 +169,11 @@ def figure(res: dict, d: int, path: Path, quick: bool):
             P = ds["P"].values
             ax.errorbar(P, ds["exact_llc_mean"], yerr=2 * ds["exact_mcse"], fmt="k-o", ms=4,
                         capsize=2, label="exact (W_O integrated out, NUTS; ± 2 MCSE)")  # fmt: skip
+            if wide and act in wide:
+                wd = wide[act]
+                ax.errorbar(wd["P"], wd["exact_llc_mean"], yerr=2 * wd["exact_mcse"], fmt="--D",
+                            color="0.45", ms=4, mfc="none", capsize=2,
+                            label=f"exact at d = {int(wd.attrs.get('d', WIDE_D)):,}".replace(",", " "))  # fmt: skip
             if "sgld_llc_mean" in ds:
                 ax.errorbar(P, ds["sgld_llc_mean"], yerr=2 * ds["sgld_mcse"], fmt="s", ms=4,
                             color="C3", capsize=3, label="SGLD on the weights (± 2 MCSE)")  # fmt: skip
@@ -240,7 +249,7 @@ def main(argv=None):
                 print(f"{path.name}: present, skipped")
                 continue
             one_point(act, P, s, path, args.phase)
-    figure(collect(out_dir, args.d), args.d, fig_path, args.quick)
+    figure(collect(out_dir, STUDY_D), STUDY_D, fig_path, args.quick, collect(out_dir, WIDE_D))
     print(f"figure: {fig_path}")
 
 
