@@ -121,10 +121,42 @@ def log_z0(task, hyper, kw, w, gamma):
 
 
 def run_phase(a, phase, path):
+    """The TI ladder in t and the run at t = n (written as soon as they finish), then, with
+    ``--gamma-nodes``, the ladder in γ merged into the same file. Resumable at both steps."""
     task, hyper, model, args, kw, w, kind = problem(a, phase)
     aG_star = order(task, hyper, args, kw, w)
     print(f"{phase}: w* ({kind}) aG = {aG_star:.4f}", flush=True)
     run = {"num_chains": a.chains, "num_draws": a.draws, "num_burnin": a.burnin}
+    if path.exists():
+        ds = xr.load_dataset(path)
+        print(f"{path.name}: the t ladder is present", flush=True)
+    else:
+        ds = ti_ladder(a, phase, task, hyper, model, args, kw, w, kind, aG_star, run)
+        write_atomic(ds, path)
+    print(f"{phase}: F(n) - F(0) = {float(ds.delta_f):.3f} ± {float(ds.delta_f_se):.3f} "
+          f"(half rule {float(ds.delta_f_half):.3f}); F(n) = {float(ds.free_energy):.3f}; "
+          f"llc(n) = {float(ds.llc_top):.3f} ± {float(ds.llc_top_mcse):.3f}; E|M - M*|² = "
+          f"{float(ds.distance2_top):.3f}", flush=True)  # fmt: skip
+    if not a.gamma_nodes or "free_energy_basin" in ds:
+        return
+    t0 = time.perf_counter()
+    loc = localization_free_energy(
+        model, w, model_args=args, model_kwargs=kw, nbeta=float(a.P), gamma=a.gamma,
+        include_prior=True, exact=True, num_nodes=a.gamma_nodes, seed=a.seed + 2000,
+        progress=True, **run,
+    )  # fmt: skip
+    ds = merge_localization(ds, loc)
+    ds.attrs.update(wall_loc_s=time.perf_counter() - t0, gamma_nodes=a.gamma_nodes,
+                    command_loc=shlex.join(sys.argv))  # fmt: skip
+    write_atomic(ds, path)
+    print(f"{phase}: F(γ) - F(0) = {float(ds.loc_delta_f):.3f} ± {float(ds.loc_delta_f_se):.3f} "
+          f"(check {float(ds.loc_delta_f_half):.3f}); F(n) of the basin = "
+          f"{float(ds.free_energy_basin):.3f}; n L_n over the γ nodes' draws "
+          f"{a.P * float(ds.loc_loss_min.min()):.1f}-{a.P * float(ds.loc_loss_max.max()):.1f}",
+          flush=True)  # fmt: skip
+
+
+def ti_ladder(a, phase, task, hyper, model, args, kw, w, kind, aG_star, run) -> xr.Dataset:
     t0 = time.perf_counter()
     ds = llc_free_energy(
         model, w, model_args=args, model_kwargs=kw, nbeta=float(a.P), gamma=a.gamma,
@@ -139,37 +171,24 @@ def run_phase(a, phase, path):
         include_prior=True, seed=a.seed + 1000, **run,
     )  # fmt: skip
     est = llc_estimate(top)
-    dist2 = float((top.posterior["distance"] ** 2).mean())
     ds["llc_top"], ds["llc_top_mcse"], ds["llc_top_rhat"] = est.llc_mean, est.mcse, est.rhat
-    ds["distance2_top"] = dist2
-    wall_top = time.perf_counter() - t0
-    if a.gamma_nodes:
-        t0 = time.perf_counter()
-        loc = localization_free_energy(
-            model, w, model_args=args, model_kwargs=kw, nbeta=float(a.P), gamma=a.gamma,
-            include_prior=True, exact=True, num_nodes=a.gamma_nodes, seed=a.seed + 2000,
-            progress=True, **run,
-        )  # fmt: skip
-        ds = ds.merge(loc.rename({k: f"loc_{k}" for k in loc.data_vars}).drop_vars(
-            ["loc_init_loss", "loc_nbeta"]), combine_attrs="override")  # fmt: skip
-        # F(n) without localization: the basin's own free energy (docs/theory.md §11)
-        ds["free_energy_basin"] = ds["free_energy"] - ds["loc_delta_f"]
-        ds.attrs["wall_loc_s"] = time.perf_counter() - t0
-    ds.attrs.update(
+    ds["distance2_top"] = float((top.posterior["distance"] ** 2).mean())
+    return ds.assign_attrs(
         command=shlex.join(sys.argv), phase=phase, P=a.P, d=a.d, seed=a.seed, aG_star=aG_star,
-        centre=kind, wall_ti_s=wall_ti, wall_top_s=wall_top, **run,
+        centre=kind, wall_ti_s=wall_ti, wall_top_s=time.perf_counter() - t0, **run,
     )  # fmt: skip
-    write_atomic(ds, path)
-    print(f"{phase}: F(n) - F(0) = {float(ds.delta_f):.3f} ± {float(ds.delta_f_se):.3f} "
-          f"(half rule {float(ds.delta_f_half):.3f}); F(n) = {float(ds.free_energy):.3f}; "
-          f"llc(n) = {est.llc_mean:.3f} ± {est.mcse:.3f}; E|M - M*|² = {dist2:.3f}; "
-          f"{wall_ti:.0f} s + {wall_top:.0f} s", flush=True)  # fmt: skip
-    if a.gamma_nodes:
-        print(f"{phase}: F(γ) - F(0) = {float(ds.loc_delta_f):.3f} ± {float(ds.loc_delta_f_se):.3f} "
-              f"(check {float(ds.loc_delta_f_half):.3f}); F(n) of the basin = "
-              f"{float(ds.free_energy_basin):.3f}; n L_n over the γ nodes' draws "
-              f"{a.P * float(ds.loc_loss_min.min()):.1f}-{a.P * float(ds.loc_loss_max.max()):.1f}",
-              flush=True)  # fmt: skip
+
+
+def merge_localization(ds: xr.Dataset, loc: xr.Dataset) -> xr.Dataset:
+    """The γ ladder's variables beside the t ladder's, on their own dimensions (``loc_node``,
+    ``loc_node_half``), and F(n) of the basin: the localized F(n) less F(γ) - F(0)."""
+    names = {k: f"loc_{k}" for k in (*loc.data_vars, *loc.coords, *loc.dims)}
+    loc = loc.drop_vars(["init_loss", "nbeta"]).rename(
+        {k: v for k, v in names.items() if k not in ("init_loss", "nbeta")}
+    )
+    out = xr.merge([ds, loc], combine_attrs="drop_conflicts")
+    out["free_energy_basin"] = out["free_energy"] - out["loc_delta_f"]
+    return out.assign_attrs(ds.attrs)
 
 
 def run_profile(a, path):
