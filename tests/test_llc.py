@@ -322,6 +322,12 @@ def test_localization_free_energy_on_the_quadratic_off_centre():
     assert abs(float(ds["delta_f"]) - exact) < tol, (ds, exact)
     assert float(ds["quadrature_error"]) < 0.05 * exact and np.all(ds["rhat"] < 1.05)
     assert np.all((ds["g"] > 0) & (ds["g"] < GAMMA)) and ds.sizes["node_half"] == 2
+    logged = localization_free_energy(
+        quadratic, jnp.asarray(c), nbeta=NBETA, gamma=GAMMA, num_nodes=4, scale=12.5,
+        step_size=0.4 / (4 * NBETA + GAMMA), **run,
+    )  # fmt: skip  # the rule in log(1 + g/12.5), 12.5 the smallest curvature
+    tol = 4 * float(logged["delta_f_se"]) + float(logged["quadrature_error"])
+    assert abs(float(logged["delta_f"]) - exact) < tol, (logged, exact)
     with pytest.raises(ValueError, match="gamma"):
         localization_free_energy(quadratic, jnp.asarray(c), nbeta=NBETA, gamma=0.0)
 

@@ -371,6 +371,7 @@ def localization_free_energy(
     include_prior: bool = False,
     n: int | None = None,
     num_nodes: int = 4,
+    scale: float | None = None,
     exact: bool = False,
     seed: int | None = None,
     key=None,
@@ -385,6 +386,8 @@ def localization_free_energy(
         F(γ) - F(0) = ∫_0^γ ½ E_g|w - w*|² dg,
 
     by Gauss-Legendre on [0, γ] with ``num_nodes`` nodes (and ``num_nodes // 2`` as the check),
+    or, with ``scale``, in u = log(1 + g/scale) (a direction held by a precision p has integrand
+    ½/(p + g), constant in u when scale = p: pass the prior's precision when γ is above it),
     each node one :func:`~bayes_attn.inference.llc.run_llc` (``options``) or, with ``exact``,
     :func:`~bayes_attn.inference.llc.exact_frozen_llc` (|w - w*|² in the span, the readout's part
     integrated), from its own key. F(0) is the free energy without localization: the target at
@@ -417,9 +420,15 @@ def localization_free_energy(
         def run_one(g, k):
             return run_llc(model, w_star, **shared, gamma=g, n=base.n, key=k, **options)
 
+    if scale is not None:
+        scale = check_positive("scale", scale)
+
     def ladder(m, k):
-        x, wts = np.polynomial.legendre.leggauss(m)
-        g, wts = (x + 1) * gamma / 2, wts * gamma / 2
+        if scale is None:
+            x, wts = np.polynomial.legendre.leggauss(m)
+            g, wts = (x + 1) * gamma / 2, wts * gamma / 2
+        else:
+            g, wts = _ti_nodes(gamma, scale, m)
         rows = []
         for i, gi in enumerate(g):
             start = time.perf_counter()
@@ -445,5 +454,6 @@ def localization_free_energy(
          "nbeta": base.nbeta},
         coords={"g": ("node", g), "g_half": ("node_half", g_half)},
         attrs={"kind": "localization free energy", "gamma": gamma,
+               "scale": math.nan if scale is None else scale,
                "include_prior": int(include_prior), "exact": int(exact)},
     )  # fmt: skip

@@ -143,6 +143,7 @@ def run_phase(a, phase, path):
     loc = localization_free_energy(
         model, w, model_args=args, model_kwargs=kw, nbeta=float(a.P), gamma=a.gamma,
         include_prior=True, exact=True, num_nodes=a.gamma_nodes, seed=a.seed + 2000,
+        scale=hyper.chi / hyper.g_w,  # the gate's prior precision: see localization_free_energy
         progress=True, **run,
     )  # fmt: skip
     ds = merge_localization(ds, loc)
