@@ -157,6 +157,44 @@ def run_phase(a, phase, path):
           flush=True)  # fmt: skip
 
 
+def where(a, phase):
+    """Where the localized target's chains sit: aG of the draws and n E[L_n] at each ``--at t,g``
+    (the data's weight, the localization), NUTS from the centre as the ladders' nodes are: a
+    phase path that crosses the transition shows up as aG jumping between nodes."""
+    import jax
+    from numpyro.infer import MCMC, NUTS
+
+    from bayes_attn.inference.llc import frozen_llc_target
+
+    task, hyper, model, args, kw, w, kind = problem(a, phase)
+    emb = kw["embeddings"]
+    n_f = task.n_features
+    R = algebra.gram_factor(algebra.embedding_gram(*emb), n_f)
+
+    def a_g(x):
+        K = algebra.logits_from_M(x.reshape(n_f, n_f), args[2], task.V, R)
+        return algebra.project(algebra.attention(K, "softmax"))["cG"]
+
+    full = {k: v for k, v in kw.items() if k != "batch_size"}
+    for i, spec in enumerate(a.at):
+        t, g = (float(v) for v in spec.split(","))
+        tgt = frozen_llc_target(model, w, model_args=args, model_kwargs=full, nbeta=t, gamma=g,
+                                include_prior=True)  # fmt: skip
+        mcmc = MCMC(NUTS(potential_fn=lambda x, tgt=tgt: -tgt.log_density(x)),
+                    num_warmup=a.burnin, num_samples=a.draws, num_chains=a.chains,
+                    chain_method="vectorized", progress_bar=False)  # fmt: skip
+        key = jax.random.fold_in(jax.random.key(a.seed), i)
+        x0 = tgt.x_star + 1e-3 * jax.random.normal(key, (a.chains, tgt.x_star.size))
+        mcmc.run(jax.random.fold_in(key, 1), init_params=x0)
+        x = mcmc.get_samples(group_by_chain=True)
+        ag = np.asarray(jax.jit(jax.vmap(jax.vmap(a_g)))(x))
+        loss = np.asarray(jax.jit(jax.vmap(jax.vmap(tgt.loss)))(x))
+        print(f"{phase} ({kind}, aG* {float(a_g(tgt.x_star)):.3f}) at t = {t:g}, γ = {g:g}: aG per "
+              f"chain {np.round(ag.mean(axis=1), 3)}, range {ag.min():.3f}-{ag.max():.3f}; "
+              f"n E[L_n] = {a.P * loss.mean():.1f} (n L_n(w*) = {a.P * tgt.init_loss:.1f})",
+              flush=True)  # fmt: skip
+
+
 def ti_ladder(a, phase, task, hyper, model, args, kw, w, kind, aG_star, run) -> xr.Dataset:
     t0 = time.perf_counter()
     ds = llc_free_energy(
@@ -358,7 +396,8 @@ def figure(a, out, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("parts", nargs="+", choices=("weak", "strong", "profile", "summary", "figure"))
+    ap.add_argument("parts", nargs="+", choices=("weak", "strong", "profile", "summary", "figure",
+                                                 "where-weak", "where-strong"))  # fmt: skip
     ap.add_argument("--P", type=int, default=285)
     ap.add_argument("--d", type=int, default=256)
     ap.add_argument("--gamma", type=float, default=4.0)
@@ -389,6 +428,13 @@ def main(argv=None):
     )
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures" / "paper" / "llc_phases")
     ap.add_argument("--figure", type=Path, default=None, help="default: <out>.png")
+    ap.add_argument(
+        "--at",
+        nargs="+",
+        default=["290,4"],
+        metavar="T,G",
+        help="where-weak/where-strong: the (data weight, localization) pairs",
+    )
     a = ap.parse_args(argv)
     if a.gamma_nodes == 1 or a.gamma_nodes < 0:
         ap.error(f"--gamma-nodes: 0 or at least 2, got {a.gamma_nodes}")
@@ -401,6 +447,9 @@ def main(argv=None):
             continue
         if part == "figure":
             figure(a, a.out, a.figure or a.out.with_suffix(".png"))
+            continue
+        if part.startswith("where-"):
+            where(a, part.removeprefix("where-"))
             continue
         path = profile_path(a, a.out) if part == "profile" else phase_path(a, a.out, part)
         if path.exists():
