@@ -451,11 +451,12 @@ def main(argv=None):
         if part.startswith("where-"):
             where(a, part.removeprefix("where-"))
             continue
-        path = profile_path(a, a.out) if part == "profile" else phase_path(a, a.out, part)
-        if path.exists():
-            print(f"{path.name}: present, skipped", flush=True)
-            continue
-        run_profile(a, path) if part == "profile" else run_phase(a, part, path)
+        if part != "profile":
+            run_phase(a, part, phase_path(a, a.out, part))  # resumes its own steps
+        elif profile_path(a, a.out).exists():
+            print(f"{profile_path(a, a.out).name}: present, skipped", flush=True)
+        else:
+            run_profile(a, profile_path(a, a.out))
 
 
 if __name__ == "__main__":
