@@ -359,7 +359,7 @@ def figure(a, out, path):
     for i, m in enumerate(np.atleast_1d(prof.attrs.get("mode_q", []))):
         ax.axvline(m, color="0.45", ls=":", lw=1.2,
                    label=None if i else "modes of the posterior density over M (readout "
-                   "integrated out): " + ", ".join(f"{v:.2f}" for v in prof.attrs["mode_q"]))  # fmt: skip
+                   "integrated out): " + ", ".join(f"{v:.2f}" for v in np.atleast_1d(prof.attrs["mode_q"])))  # fmt: skip
     rows = load_phases(a, out)
     what = {"map": "MAP (weight decay's minimum)", "mode": "mode of the gate's density",
             "start": "phase start (no mode)"}  # fmt: skip
@@ -388,6 +388,7 @@ def figure(a, out, path):
     ax.set_ylabel("F(aG) − min F (nats)")
     ax.set_title(f"softmax, P = {a.P}, frozen embeddings d = {a.d} (seed 0): the posterior's "
                  "F(aG) and the LLC's ΔF", fontsize=10)  # fmt: skip
+    ax.set_ylim(top=1.5 * np.nanmax(F + 2 * se))  # room for the legend above the curve
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
