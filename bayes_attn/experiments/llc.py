@@ -141,10 +141,9 @@ def llc_point(
     shared = {
         k: options[k] for k in ("nbeta", "gamma", "include_prior", "num_chains") if k in options
     }
-    full = {k: v for k, v in kw.items() if k != "batch_size"}
     ex = exact_frozen_llc(
-        model, w_star, model_args=args, model_kwargs=full, num_draws=exact_draws, seed=seed,
-        progress_bar=progress, **shared,
+        model, w_star, model_args=args, model_kwargs=_full_batch(kw), num_draws=exact_draws,
+        seed=seed, progress_bar=progress, **shared,
     )  # fmt: skip
     return idata, ex
 
@@ -257,15 +256,42 @@ def _ti_ladder(run_one, nbeta, scale, num_nodes, key, burnin, progress=False):
     return t, llc, se, rhat, integral, float(np.sqrt(np.sum((w * se / t) ** 2))), est[0].init_loss
 
 
+def _full_batch(model_kwargs: dict) -> dict:
+    """The model's keywords without a minibatch: the exact LLC is full-batch."""
+    return {k: v for k, v in model_kwargs.items() if k != "batch_size"}
+
+
 def _base_target(model, w_star, model_args, model_kwargs, nbeta, gamma, include_prior, n, exact):
     """The target at the top of a ladder (its nβ, n, L_n(w*)): with ``exact`` the frozen
     network's (gate only, no pass over the d x d weights, so cheap at any width)."""
     if exact:
-        full = {k: v for k, v in model_kwargs.items() if k != "batch_size"}
-        return frozen_llc_target(model, w_star, model_args=model_args, model_kwargs=full,
-                                 nbeta=nbeta, gamma=gamma, include_prior=include_prior)  # fmt: skip
+        return frozen_llc_target(model, w_star, model_args=model_args,
+                                 model_kwargs=_full_batch(model_kwargs), nbeta=nbeta, gamma=gamma,
+                                 include_prior=include_prior)  # fmt: skip
     return llc_target(model, w_star, model_args=model_args, model_kwargs=model_kwargs,
                       nbeta=nbeta, gamma=gamma, include_prior=include_prior, n=n)  # fmt: skip
+
+
+def _node_runner(model, w_star, model_args, model_kwargs, exact, n, vary, fixed, options):
+    """``run(value, key)``: one node of a ladder, the run at ``vary`` (``"nbeta"`` or
+    ``"gamma"``) = value and the ``fixed`` settings, by :func:`exact_frozen_llc` (``exact``) or
+    :func:`run_llc` (whose ``step_size`` in ``options`` may be a function of the value)."""
+    if exact:
+        full = _full_batch(model_kwargs)
+
+        def run_one(value, key):
+            return exact_frozen_llc(model, w_star, model_args=model_args, model_kwargs=full,
+                                    **fixed, **{vary: value}, key=key, **options)  # fmt: skip
+
+        return run_one
+    step = options.pop("step_size", 1e-4)
+
+    def run_one(value, key):
+        eps = step(value) if callable(step) else step
+        return run_llc(model, w_star, model_args=model_args, model_kwargs=model_kwargs, **fixed,
+                       **{vary: value}, n=n, key=key, step_size=eps, **options)  # fmt: skip
+
+    return run_one
 
 
 def llc_free_energy(
@@ -318,22 +344,8 @@ def llc_free_energy(
                         exact)  # fmt: skip
     scale = (gamma if gamma > 0 else 1.0) if scale is None else check_positive("scale", scale)
     rng = resolve_key(key, seed)[0]
-    shared = {"model_args": model_args, "model_kwargs": model_kwargs, "gamma": gamma,
-              "include_prior": include_prior}  # fmt: skip
-    if exact:
-        full = {k: v for k, v in model_kwargs.items() if k != "batch_size"}
-
-        def run_one(t, k):
-            return exact_frozen_llc(model, w_star, **{**shared, "model_kwargs": full},
-                                    nbeta=t, key=k, **options)  # fmt: skip
-    else:
-        step = options.pop("step_size", 1e-4)
-
-        def run_one(t, k):
-            eps = step(t) if callable(step) else step
-            return run_llc(
-                model, w_star, **shared, nbeta=t, n=base.n, key=k, step_size=eps, **options
-            )
+    run_one = _node_runner(model, w_star, model_args, model_kwargs, exact, base.n, "nbeta",
+                           {"gamma": gamma, "include_prior": include_prior}, options)  # fmt: skip
 
     rule = _ti_ladder(
         run_one, base.nbeta, scale, num_nodes, jax.random.fold_in(rng, 0), burnin, progress
@@ -407,21 +419,11 @@ def localization_free_energy(
     gamma = check_positive("gamma", gamma)
     base = _base_target(model, w_star, model_args, model_kwargs, nbeta, gamma, include_prior, n,
                         exact)  # fmt: skip
-    rng = resolve_key(key, seed)[0]
-    shared = {"model_args": model_args, "model_kwargs": model_kwargs, "nbeta": base.nbeta,
-              "include_prior": include_prior}  # fmt: skip
-    if exact:
-        shared["model_kwargs"] = {k: v for k, v in model_kwargs.items() if k != "batch_size"}
-
-        def run_one(g, k):
-            return exact_frozen_llc(model, w_star, **shared, gamma=g, key=k, **options)
-    else:
-
-        def run_one(g, k):
-            return run_llc(model, w_star, **shared, gamma=g, n=base.n, key=k, **options)
-
     if scale is not None:
         scale = check_positive("scale", scale)
+    rng = resolve_key(key, seed)[0]
+    run_one = _node_runner(model, w_star, model_args, model_kwargs, exact, base.n, "gamma",
+                           {"nbeta": base.nbeta, "include_prior": include_prior}, options)  # fmt: skip
 
     def ladder(m, k):
         if scale is None:
