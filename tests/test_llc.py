@@ -269,8 +269,38 @@ def test_network_order_is_what_the_network_records():
         task, hyper, tokens, activation, w_star, call["model_kwargs"]["embeddings"]
     )
     assert set(order) == {"a1", "aG"}
+    frozen = frozen_llc_target(network_model, w_star, **call)  # what the exact draws record
+    at_star = frozen.order(frozen.x_star)
     for k, v in order.items():
         assert v == pytest.approx(float(sites[k]), rel=1e-9, abs=1e-12), k
+        assert v == pytest.approx(float(at_star[k]), rel=1e-9, abs=1e-12), k
+
+
+def test_exact_ladders_record_where_their_nodes_sit():
+    """Both exact ladders (t and γ) record the order parameters of each node's draws, so that a
+    path that crosses a transition shows it (docs/validation.md, "The identity proper"):
+    aG_mean within [aG_min, aG_max] at every node, and near w*'s aG at the top node (γ = 100
+    holds the draws within ~0.1 of w* on this small network)."""
+    from bayes_attn.experiments.llc import (
+        llc_free_energy,
+        localization_free_energy,
+        network_order,
+    )
+
+    w_star, call = _frozen_case()
+    task, hyper, tokens, activation, _ = call["model_args"]
+    aG_star = network_order(
+        task, hyper, tokens, activation, w_star, call["model_kwargs"]["embeddings"]
+    )["aG"]
+    run = {"num_chains": 2, "num_draws": 50, "num_burnin": 50, "num_nodes": 2, "exact": True}
+    for ds in (
+        llc_free_energy(network_model, w_star, seed=0, **call, **run),
+        localization_free_energy(network_model, w_star, seed=0, **call, **run),
+    ):
+        for name in ("a1", "aG"):
+            lo, mid, hi = (ds[f"{name}_{k}"].values for k in ("min", "mean", "max"))
+            assert lo.shape == (2,) and np.all((lo <= mid) & (mid <= hi)), ds.attrs["kind"]
+        assert abs(float(ds["aG_mean"][-1]) - aG_star) < 0.1, (ds.attrs["kind"], aG_star)
 
 
 def test_frozen_sq_distance_integrates_the_network_readout():
@@ -339,9 +369,10 @@ def test_exact_frozen_llc_agrees_with_mala_on_the_explicit_network():
     combined MCSE. The explicit Hessian's eigenvalues at w* lie in [92, 520], so ε = 1e-3
     (acceptance ~0.77) relaxes the slowest direction in ~11 steps."""
     w_star, call = _frozen_case()
-    exact = llc_estimate(
-        exact_frozen_llc(network_model, w_star, num_draws=500, num_burnin=300, seed=0, **call)
+    exact_run = exact_frozen_llc(
+        network_model, w_star, num_draws=500, num_burnin=300, seed=0, **call
     )
+    exact = llc_estimate(exact_run)
     mala = llc_estimate(
         run_llc(
             network_model,
@@ -355,6 +386,7 @@ def test_exact_frozen_llc_agrees_with_mala_on_the_explicit_network():
         )  # fmt: skip
     )
     assert exact.rhat < 1.05 and mala.rhat < 1.05
+    assert {"a1", "aG"} <= set(az.dataset(exact_run).data_vars)  # the order of each exact draw
     assert abs(exact.llc_mean - mala.llc_mean) < 4 * np.hypot(exact.mcse, mala.mcse), (
         exact.summary(),
         mala.summary(),

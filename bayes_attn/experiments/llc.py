@@ -25,7 +25,13 @@ from bayes_attn.analysis.llc import calibration_verdict, llc_estimate
 from bayes_attn.experiments.coexistence import PHASES, phase_starts
 from bayes_attn.inference import resolve_key
 from bayes_attn.inference.llc import exact_frozen_llc, frozen_llc_target, llc_target, run_llc
-from bayes_attn.models.levels import EMBEDDINGS_FOLD, model_with_data, seed_embeddings
+from bayes_attn.models.levels import (
+    EMBEDDINGS_FOLD,
+    ORDER_PARAMETERS,
+    model_with_data,
+    order_parameters,
+    seed_embeddings,
+)
 from bayes_attn.progress import say
 from bayes_attn.theory.level1 import level1_fit, level1_map, start_in_span
 
@@ -56,7 +62,7 @@ def network_order(task, hyper, tokens, activation: str, w, embeddings) -> dict:
     ``tokens``), read from the whitened gate U^T W_G U, so without a pass over the d x d weights."""
     g, U = algebra.embedding_gram(*embeddings), np.asarray(algebra.span_basis(*embeddings))
     fit = level1_fit(U.T @ np.asarray(w["W_G"]) @ U, tokens, task, hyper, activation, gram=g)
-    names = ("a1", "aG") if activation == "softmax" else ("c1", "cG")
+    names = order_parameters(activation)
     return {names[0]: fit["c1"], names[1]: fit["cG"]}
 
 
@@ -240,20 +246,48 @@ def _ti_nodes(nbeta: float, scale: float, num_nodes: int):
 
 def _ti_ladder(run_one, nbeta, scale, num_nodes, key, burnin, progress=False):
     """λ̂ and its MCSE at the nodes of one Gauss-Legendre rule, and the integral
-    ∫_0^nβ (E_t[L_n] - L_n(w*)) dt = ∫ λ̂(t)/t dt with its standard error (independent runs)."""
+    ∫_0^nβ (E_t[L_n] - L_n(w*)) dt = ∫ λ̂(t)/t dt with its standard error (independent runs);
+    last, :func:`_node_order` of the nodes."""
     t, w = _ti_nodes(nbeta, scale, num_nodes)
-    est = []
+    est, orders = [], []
     for i, ti in enumerate(t):
         start = time.perf_counter()
-        est.append(llc_estimate(run_one(float(ti), jax.random.fold_in(key, i)), burnin=burnin))
-        say("llc free energy: node %d of %d, t = %.4g: llc %.4g ± %.2g, R-hat %.3f (%.0f s)",
+        run = run_one(float(ti), jax.random.fold_in(key, i))
+        est.append(llc_estimate(run, burnin=burnin))
+        orders.append(_node_order(run))
+        say("llc free energy: node %d of %d, t = %.4g: llc %.4g ± %.2g, R-hat %.3f%s (%.0f s)",
             i + 1, num_nodes, ti, est[-1].llc_mean, est[-1].mcse, est[-1].rhat,
-            time.perf_counter() - start, enabled=progress)  # fmt: skip
+            _order_line(orders[-1]), time.perf_counter() - start, enabled=progress)  # fmt: skip
     llc = np.array([e.llc_mean for e in est])
     se = np.array([e.mcse for e in est])
     rhat = np.array([e.rhat for e in est])
     integral = float(np.sum(w * llc / t))
-    return t, llc, se, rhat, integral, float(np.sqrt(np.sum((w * se / t) ** 2))), est[0].init_loss
+    se_int = float(np.sqrt(np.sum((w * se / t) ** 2)))
+    return t, llc, se, rhat, integral, se_int, est[0].init_loss, _stack_orders(orders)
+
+
+def _node_order(run) -> dict:
+    """{name_mean, name_min, name_max} of each order parameter a ladder node's draws record
+    (the exact runs' a1/aG or c1/cG): where the node's chains sit, so that a ladder whose path
+    crosses a transition shows it. Empty when the run records none."""
+    post = az.dataset(run)
+    out = {}
+    for name in ORDER_PARAMETERS:
+        if name in post:
+            v = np.asarray(post[name])
+            out.update({f"{name}_mean": v.mean(), f"{name}_min": v.min(), f"{name}_max": v.max()})
+    return out
+
+
+def _order_line(order: dict) -> str:
+    return "".join(f", {k[:-5]} {v:.3f} [{order[k[:-5] + '_min']:.3f}, {order[k[:-5] + '_max']:.3f}]"
+                   for k, v in order.items() if k.endswith("_mean"))  # fmt: skip
+
+
+def _stack_orders(orders: list[dict]) -> dict:
+    """The nodes' :func:`_node_order` as arrays over the nodes (keys every node has)."""
+    keys = set.intersection(*(set(o) for o in orders)) if orders else set()
+    return {k: np.array([o[k] for o in orders], dtype=float) for k in sorted(keys)}
 
 
 def _full_batch(model_kwargs: dict) -> dict:
@@ -336,7 +370,9 @@ def llc_free_energy(
     Returns a Dataset: ``llc``, ``mcse``, ``rhat`` at the nodes ``t`` (dimension ``node``) and at
     the half rule's (``node_half``); scalars ``delta_f`` (F(nβ) - F(0)), ``delta_f_se`` (from the
     MCSEs), ``delta_f_half`` (the half rule), ``quadrature_error`` (|delta_f - delta_f_half|),
-    ``log_z0`` and ``free_energy`` (F(nβ) = delta_f - log_z0), ``init_loss``, ``nbeta``.
+    ``log_z0`` and ``free_energy`` (F(nβ) = delta_f - log_z0), ``init_loss``, ``nbeta``; with
+    ``exact``, where each node's draws sit: ``aG_mean``, ``aG_min``, ``aG_max`` (and a1's; c1/cG
+    for linear attention) at the nodes.
     """
     num_nodes = check_int("num_nodes", num_nodes, 2)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
@@ -364,7 +400,7 @@ def llc_free_energy(
             "delta_f": delta_f, "delta_f_se": rule[5], "delta_f_half": delta_half,
             "quadrature_error": abs(delta_f - delta_half), "log_z0": float(log_z0),
             "free_energy": delta_f - float(log_z0), "init_loss": base.init_loss,
-            "nbeta": base.nbeta,
+            "nbeta": base.nbeta, **{k: ("node", v) for k, v in rule[7].items()},
         },
         coords={"t": ("node", rule[0]), "t_half": ("node_half", half[0])},
         attrs={"kind": "llc free energy", "gamma": float(gamma), "scale": scale,
@@ -412,7 +448,8 @@ def localization_free_energy(
     Returns a Dataset: ``half_sq_distance`` (½ E|w - w*|²), its ``mcse``, ``rhat``, ``loss_min``
     and ``loss_max`` (the draws' extremes of L_n) at the nodes ``g`` (dimension ``node``) and at
     the check rule's (``node_half``); scalars ``delta_f`` (F(γ) - F(0)), ``delta_f_se``,
-    ``delta_f_half`` and ``quadrature_error``.
+    ``delta_f_half`` and ``quadrature_error``; with ``exact``, the order parameters' mean, min and
+    max at the nodes, as in :func:`llc_free_energy`.
     """
     num_nodes = check_int("num_nodes", num_nodes, 2)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
@@ -431,29 +468,32 @@ def localization_free_energy(
             g, wts = (x + 1) * gamma / 2, wts * gamma / 2
         else:
             g, wts = _ti_nodes(gamma, scale, m)
-        rows = []
+        rows, orders = [], []
         for i, gi in enumerate(g):
             start = time.perf_counter()
-            post = run_one(float(gi), jax.random.fold_in(k, i)).posterior
+            run = run_one(float(gi), jax.random.fold_in(k, i))
+            post = run.posterior
             half = 0.5 * np.asarray(post["distance"]) ** 2
             loss = np.asarray(post["loss"])
             rows.append((half.mean(), float(az.mcse(half)), float(az.rhat(half)), loss.min(),
                          loss.max()))  # fmt: skip
+            orders.append(_node_order(run))
             say("localization free energy: node %d of %d, γ = %.4g: ½E|w - w*|² %.4g ± %.2g, "
-                "R-hat %.3f (%.0f s)", i + 1, m, gi, *rows[-1][:3], time.perf_counter() - start,
-                enabled=progress)  # fmt: skip
+                "R-hat %.3f%s (%.0f s)", i + 1, m, gi, *rows[-1][:3], _order_line(orders[-1]),
+                time.perf_counter() - start, enabled=progress)  # fmt: skip
         cols = [np.array(c, dtype=float) for c in zip(*rows, strict=True)]
-        return g, cols, float(np.sum(wts * cols[0])), float(np.sqrt(np.sum((wts * cols[1]) ** 2)))
+        integral = float(np.sum(wts * cols[0]))
+        return g, cols, integral, float(np.sqrt(np.sum((wts * cols[1]) ** 2))), orders
 
-    g, cols, delta, se = ladder(num_nodes, jax.random.fold_in(rng, 0))
-    g_half, cols_half, delta_half, _ = ladder(num_nodes // 2, jax.random.fold_in(rng, 1))
+    g, cols, delta, se, orders = ladder(num_nodes, jax.random.fold_in(rng, 0))
+    g_half, cols_half, delta_half, _, _ = ladder(num_nodes // 2, jax.random.fold_in(rng, 1))
     names = ("half_sq_distance", "mcse", "rhat", "loss_min", "loss_max")
     return xr.Dataset(
         {**{k: ("node", c) for k, c in zip(names, cols, strict=True)},
          **{f"{k}_half": ("node_half", c) for k, c in zip(names[:2], cols_half[:2], strict=True)},
          "delta_f": delta, "delta_f_se": se, "delta_f_half": delta_half,
          "quadrature_error": abs(delta - delta_half), "init_loss": base.init_loss,
-         "nbeta": base.nbeta},
+         "nbeta": base.nbeta, **{k: ("node", v) for k, v in _stack_orders(orders).items()}},
         coords={"g": ("node", g), "g_half": ("node_half", g_half)},
         attrs={"kind": "localization free energy", "gamma": gamma,
                "scale": math.nan if scale is None else scale,

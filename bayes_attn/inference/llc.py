@@ -56,6 +56,7 @@ from bayes_attn.inference._call import resolve_key
 from bayes_attn.inference.convert import finish
 from bayes_attn.inference.potential import Potential, flat_potential, full_plates
 from bayes_attn.inference.record import RunRecord
+from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_params, network_model
 from bayes_attn.theory.action import gram as design_gram
 
@@ -105,6 +106,9 @@ class LLCTarget(NamedTuple):
     sq_distance : callable or None
         ``sq_distance(x)``: |w - w*|² at x where x is not all of w (the frozen target's x is the
         gate; the readout's part enters as its conditional mean given x); None: |x - x*|².
+    order : callable or None
+        ``order(x)``: {name: scalar} of order parameters recorded at each exact (NUTS) draw (the
+        frozen target's c1/cG, or a1/aG for softmax, of the gate x); None records none.
     """
 
     loss: Callable
@@ -121,6 +125,7 @@ class LLCTarget(NamedTuple):
     grad_norm: float
     potential: Potential
     sq_distance: Callable | None = None
+    order: Callable | None = None
 
 
 def _subsampled(model, model_args, model_kwargs) -> bool:
@@ -336,7 +341,9 @@ def _run_nuts(target, x0, key, num_burnin, num_draws, thinning, progress_bar):
     else:
         dist = jnp.sqrt(jax.jit(jax.vmap(jax.vmap(target.sq_distance)))(x))
     acc = mcmc.get_extra_fields(group_by_chain=True)["accept_prob"]
-    return tuple(np.asarray(a) for a in (loss, dist, acc))
+    order = {} if target.order is None else jax.jit(jax.vmap(jax.vmap(target.order)))(x)
+    loss, dist, acc = (np.asarray(a) for a in (loss, dist, acc))
+    return loss, dist, acc, {k: np.asarray(v) for k, v in order.items()}
 
 
 def run_llc(
@@ -413,7 +420,7 @@ def run_llc(
         k_init, (num_chains, target.x_star.size), target.x_star.dtype
     )
     if sampler == "nuts":
-        loss, dist, acc = _run_nuts(
+        loss, dist, acc, _ = _run_nuts(
             target, x0, k_run, num_burnin, num_draws, thinning, progress_bar
         )
     else:
@@ -434,14 +441,16 @@ def run_llc(
     return _result(target, record, loss, dist, acc, step_size, model, model_args, model_kwargs)
 
 
-def _result(target, record, loss, dist, acc, step_size, model, model_args, model_kwargs):
-    """The InferenceData of :func:`run_llc`."""
+def _result(target, record, loss, dist, acc, step_size, model, model_args, model_kwargs,
+            order=None):  # fmt: skip
+    """The InferenceData of :func:`run_llc` (with ``order``, {name: per-draw values}, beside)."""
     idata = az.from_dict(
         {
             "posterior": {
                 "loss": loss,
                 "llc": target.nbeta * (loss - target.init_loss),
                 "distance": dist,
+                **(order or {}),
             },
             "sample_stats": {"acceptance": acc},
         }
@@ -558,6 +567,11 @@ def frozen_llc_target(
         tr_inv = jnp.trace(jax.scipy.linalg.cho_solve(chol, jnp.eye(n_f)))
         return jnp.sum((x - x_star) ** 2) + (jnp.sum((mu - w_st) ** 2) + V * tr_inv) / d
 
+    def order(x):
+        A = algebra.attention(algebra.logits_from_M(x.reshape(n_f, n_f), tokens, V, R), activation)
+        pr = algebra.project(A)
+        return dict(zip(order_parameters(activation), (pr["c1"], pr["cG"]), strict=True))
+
     def loss_at(x, w):
         G, B, yy = design(x)
         return fit * (yy - 2 * jnp.sum(B * w) + jnp.sum(w * (G @ w))) / P + const
@@ -568,7 +582,7 @@ def frozen_llc_target(
     return LLCTarget(
         loss, lambda x, key: loss(x), log_density, lambda x, key: log_density(x), x_star, P,
         float(nbeta), gamma, bool(include_prior), False, float(init_loss), grad_norm, None,
-        sq_distance,
+        sq_distance, order,
     )  # fmt: skip
 
 
@@ -607,7 +621,7 @@ def exact_frozen_llc(
     )  # fmt: skip
     k_init, k_run = jax.random.split(rng)
     x0 = target.x_star + init_noise * jax.random.normal(k_init, (num_chains, target.x_star.size))
-    loss, dist, acc = _run_nuts(target, x0, k_run, num_burnin, num_draws, 1, progress_bar)
+    loss, dist, acc, order = _run_nuts(target, x0, k_run, num_burnin, num_draws, 1, progress_bar)
     record = RunRecord(
         "llc", seed, num_chains, num_burnin, num_draws, 1,
         settings={
@@ -615,4 +629,6 @@ def exact_frozen_llc(
             "include_prior": include_prior, "n": target.n, "init_noise": init_noise, **key_attrs,
         },
     )  # fmt: skip
-    return _result(target, record, loss, dist, acc, math.nan, model, model_args, model_kwargs)
+    return _result(
+        target, record, loss, dist, acc, math.nan, model, model_args, model_kwargs, order
+    )

@@ -161,37 +161,18 @@ def where(a, phase):
     """Where the localized target's chains sit: aG of the draws and n E[L_n] at each ``--at t,g``
     (the data's weight, the localization), NUTS from the centre as the ladders' nodes are: a
     phase path that crosses the transition shows up as aG jumping between nodes."""
-    import jax
-    from numpyro.infer import MCMC, NUTS
-
-    from bayes_attn.inference.llc import frozen_llc_target
-
     task, hyper, model, args, kw, w, kind = problem(a, phase)
-    emb = kw["embeddings"]
-    n_f = task.n_features
-    R = algebra.gram_factor(algebra.embedding_gram(*emb), n_f)
-
-    def a_g(x):
-        K = algebra.logits_from_M(x.reshape(n_f, n_f), args[2], task.V, R)
-        return algebra.project(algebra.attention(K, "softmax"))["cG"]
-
-    full = {k: v for k, v in kw.items() if k != "batch_size"}
+    aG_star = order(task, hyper, args, kw, w)
     for i, spec in enumerate(a.at):
         t, g = (float(v) for v in spec.split(","))
-        tgt = frozen_llc_target(model, w, model_args=args, model_kwargs=full, nbeta=t, gamma=g,
-                                include_prior=True)  # fmt: skip
-        mcmc = MCMC(NUTS(potential_fn=lambda x, tgt=tgt: -tgt.log_density(x)),
-                    num_warmup=a.burnin, num_samples=a.draws, num_chains=a.chains,
-                    chain_method="vectorized", progress_bar=False)  # fmt: skip
-        key = jax.random.fold_in(jax.random.key(a.seed), i)
-        x0 = tgt.x_star + 1e-3 * jax.random.normal(key, (a.chains, tgt.x_star.size))
-        mcmc.run(jax.random.fold_in(key, 1), init_params=x0)
-        x = mcmc.get_samples(group_by_chain=True)
-        ag = np.asarray(jax.jit(jax.vmap(jax.vmap(a_g)))(x))
-        loss = np.asarray(jax.jit(jax.vmap(jax.vmap(tgt.loss)))(x))
-        print(f"{phase} ({kind}, aG* {float(a_g(tgt.x_star)):.3f}) at t = {t:g}, γ = {g:g}: aG per "
+        run = exact_frozen_llc(model, w, model_args=args, model_kwargs=kw, nbeta=t, gamma=g,
+                               include_prior=True, num_chains=a.chains, num_draws=a.draws,
+                               num_burnin=a.burnin, seed=a.seed + 3000 + i)  # fmt: skip
+        ag, loss = (np.asarray(run.posterior[k]) for k in ("aG", "loss"))
+        init_loss = float(run.constant_data["init_loss"])
+        print(f"{phase} ({kind}, aG* {aG_star:.3f}) at t = {t:g}, γ = {g:g}: aG per "
               f"chain {np.round(ag.mean(axis=1), 3)}, range {ag.min():.3f}-{ag.max():.3f}; "
-              f"n E[L_n] = {a.P * loss.mean():.1f} (n L_n(w*) = {a.P * tgt.init_loss:.1f})",
+              f"n E[L_n] = {a.P * loss.mean():.1f} (n L_n(w*) = {a.P * init_loss:.1f})",
               flush=True)  # fmt: skip
 
 
@@ -212,6 +193,7 @@ def ti_ladder(a, phase, task, hyper, model, args, kw, w, kind, aG_star, run) -> 
     est = llc_estimate(top)
     ds["llc_top"], ds["llc_top_mcse"], ds["llc_top_rhat"] = est.llc_mean, est.mcse, est.rhat
     ds["distance2_top"] = float((top.posterior["distance"] ** 2).mean())
+    ds["aG_top"] = float(top.posterior["aG"].mean())  # where the t = n draws sit
     return ds.assign_attrs(
         command=shlex.join(sys.argv), phase=phase, P=a.P, d=a.d, seed=a.seed, aG_star=aG_star,
         centre=kind, wall_ti_s=wall_ti, wall_top_s=time.perf_counter() - t0, **run,
