@@ -22,7 +22,8 @@ Run:
 The default w* is L-BFGS's minimum from the global Level-2 saddle. The MAP of this network (d = 256,
 seed 0) has two minima only for 280 < P < 290 (283-287 checked): `--phase weak|strong` starts from
 that phase instead, and its files carry the phase in their name (`softmax_P285_weak_d256.nc`) and
-are drawn as their own markers. Every file records w*'s order parameters (`a1_star`, `aG_star`).
+are drawn as their own markers. Every file records w*'s order parameters (`a1_star`, `aG_star`)
+and, from 2026-12-05 on, the mean of the exact draws' (`exact_a1_mean`, `exact_aG_mean`).
 """
 
 from __future__ import annotations
@@ -87,11 +88,14 @@ def one_point(activation, P, s, path, phase=None):
     print(f"{activation} P = {P}{'' if phase is None else ' ' + phase}: w* {order}", flush=True)
     out = {}
     t0 = time.perf_counter()
-    ex = llc_estimate(exact_frozen_llc(
+    run = exact_frozen_llc(
         model, w_star, model_args=args, model_kwargs=kw, gamma=s["gamma"], num_chains=s["chains"],
         num_draws=s["exact_draws"], num_burnin=s["exact_burnin"], seed=s["seed"],
-    ))  # fmt: skip
+    )  # fmt: skip
+    ex = llc_estimate(run)
     out["exact"] = (ex, time.perf_counter() - t0)
+    # where the exact draws sit: the order parameters' mean over them (beside w*'s in the attrs)
+    drawn = {f"exact_{k[:-5]}_mean": float(run.posterior[k[:-5]].mean()) for k in order}
     if not s["exact_only"]:
         t0 = time.perf_counter()
         sg = llc_estimate(run_llc(
@@ -100,7 +104,7 @@ def one_point(activation, P, s, path, phase=None):
             num_burnin=s["sgld_burnin"], thinning=s["thinning"], seed=s["seed"],
         ))  # fmt: skip
         out["sgld"] = (sg, time.perf_counter() - t0)
-    data = {}
+    data = dict(drawn)
     for name, (est, wall) in out.items():
         for field in ("llc_mean", "mcse", "rhat", "ess", "acceptance"):
             data[f"{name}_{field}"] = float(getattr(est, field))
