@@ -34,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 import bayes_attn as ba
@@ -146,6 +147,34 @@ def collect(out_dir: Path, d: int) -> dict:
     }
 
 
+def table(out_dir: Path) -> str:
+    """The points present as a Markdown table (docs/validation.md): w*, where the exact draws sit,
+    the exact λ̂ and SGLD's, and how many MCSE apart, one row per file."""
+    rows = ["| activation | P | d | w* (order) | exact draws (order) | exact λ̂ ± MCSE (ESS) | "
+            "SGLD λ̂ ± MCSE (acceptance, ESS, R-hat) | apart (MCSE) |", "|---" * 8 + "|"]  # fmt: skip
+    files = [xr.load_dataset(f) for f in out_dir.glob("*_P*_d*.nc")]
+    files.sort(key=lambda ds: (ds.attrs["activation"], int(ds.attrs["d"]), int(ds.attrs["P"]),
+                               ds.attrs.get("phase", "map")))  # fmt: skip
+    for ds in files:
+        a = ds.attrs
+        names = [k[:-5] for k in a if k.endswith("_star")]
+        star = ", ".join(f"{round(a[n + '_star'], 3) + 0.0:.3f}" for n in names) or "–"
+        drawn = ", ".join(f"{round(float(ds[f'exact_{n}_mean']), 3) + 0.0:.3f}" for n in names
+                          if f"exact_{n}_mean" in ds) or "–"  # fmt: skip
+        phase = "" if a.get("phase", "map") == "map" else f" ({a['phase']} MAP)"
+        ex = f"{float(ds.exact_llc_mean):.4g} ± {float(ds.exact_mcse):.2g} ({float(ds.exact_ess):.0f})"
+        sg, apart = "–", "–"
+        if "sgld_llc_mean" in ds:
+            sg = (f"{float(ds.sgld_llc_mean):.4g} ± {float(ds.sgld_mcse):.2g} "
+                  f"({float(ds.sgld_acceptance):.3f}, {float(ds.sgld_ess):.1f}, "
+                  f"{float(ds.sgld_rhat):.2f})")  # fmt: skip
+            diff = float(ds.sgld_llc_mean - ds.exact_llc_mean)
+            apart = f"{diff / float(np.hypot(ds.sgld_mcse, ds.exact_mcse)):+.1f}"
+        rows.append(f"| {a['activation']}{phase} | {a['P']} | {a['d']} | {star} | {drawn} | {ex} | "
+                    f"{sg} | {apart} |")  # fmt: skip
+    return "\n".join(rows)
+
+
 def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None):
     """λ̂ against P at width ``d``, with the exact values at the width of ``wide`` (d = 10⁴)
     beside them where present."""
@@ -225,6 +254,8 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=None, help="folder of the per-point files")
     ap.add_argument("--figure", type=Path, default=None)
     ap.add_argument("--figure-only", action="store_true", help="redraw from the files present")
+    ap.add_argument("--table", action="store_true",
+                    help="with --figure-only: print the points present as a Markdown table")  # fmt: skip
     ap.add_argument("--activation", choices=("linear", "softmax"), default=None,
                     help="one activation only (default both)")  # fmt: skip
     ap.add_argument("--Ps", default=None,
@@ -255,6 +286,8 @@ def main(argv=None):
             one_point(act, P, s, path, args.phase)
     figure(collect(out_dir, STUDY_D), STUDY_D, fig_path, args.quick, collect(out_dir, WIDE_D))
     print(f"figure: {fig_path}")
+    if args.table:
+        print(table(out_dir))
 
 
 if __name__ == "__main__":
