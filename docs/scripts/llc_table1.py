@@ -50,6 +50,8 @@ LINEAR_P_STAR = 22.76
 SOFTMAX_P_STAR, SOFTMAX_WINDOW = 275.97, (264.97, 296.76)
 #: where this network's MAP (d = 256, seed 0) has two minima (docs/validation.md, continuation)
 MAP_WINDOW = (280.0, 290.0)
+#: aG between the weak and the strong MAPs (weak <= 0.61, strong >= 3.02 on the continuation)
+STRONG_AG = 1.8
 #: the study's points: the paper's P >= 2 for both activations, at the figure's width; the exact
 #: values at the wide width are drawn beside them
 STUDY_POINTS = 26
@@ -140,7 +142,8 @@ def collect(out_dir: Path, d: int) -> dict:
         ds = xr.load_dataset(f)
         phase = ds.attrs.get("phase", "map")
         name = ds.attrs["activation"] + ("" if phase == "map" else f"_{phase}")
-        groups.setdefault(name, []).append(ds.expand_dims(P=[ds.attrs["P"]]))
+        star = {k: float(v) for k, v in ds.attrs.items() if k.endswith("_star")}
+        groups.setdefault(name, []).append(ds.assign(star).expand_dims(P=[ds.attrs["P"]]))
     return {
         name: xr.concat(sorted(parts, key=lambda ds: int(ds.P[0])), "P", combine_attrs="drop")
         for name, parts in groups.items()
@@ -175,12 +178,25 @@ def table(out_dir: Path) -> str:
     return "\n".join(rows)
 
 
+def tick_labels(ticks: list[int], gap: float = 0.06, lines: int = 3) -> list[str]:
+    """Labels for log-spaced ticks, every one shown: each on the first of ``lines`` text lines
+    where it is at least ``gap`` (in log10 P) from the last label on that line (250, 275 and 285
+    are 0.041 and 0.016 apart)."""
+    out, last = [], [-np.inf] * lines
+    for p in ticks:
+        x = np.log10(p)
+        line = next((i for i in range(lines) if x - last[i] >= gap), lines - 1)
+        out.append("\n" * line + str(p))
+        last[line] = x
+    return out
+
+
 def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None):
     """λ̂ against P at width ``d``, with the exact values at the width of ``wide`` (d = 10⁴)
     beside them where present."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 6.4))
     for ax, act in zip(axes, ("linear", "softmax"), strict=True):
         ax.set_title(f"{act} attention (L = 25, V = 5, d = {d})")
         ax.set_xscale("log")
@@ -200,8 +216,18 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
         if act in res:
             ds = res[act]
             P = ds["P"].values
-            ax.errorbar(P, ds["exact_llc_mean"], yerr=2 * ds["exact_mcse"], fmt="k-o", ms=4,
+            ax.errorbar(P, ds["exact_llc_mean"], yerr=2 * ds["exact_mcse"], fmt="ko", ms=4,
                         capsize=2, label="exact (W_O integrated out, NUTS; ± 2 MCSE)")  # fmt: skip
+            # the line joins points of one phase only: softmax w* jumps from weak to strong
+            strong = np.asarray(ds["aG_star"] > STRONG_AG) if "aG_star" in ds else P * 0 > 0
+            for side in (False, True):
+                part = strong == side
+                ax.plot(P[part], ds["exact_llc_mean"].values[part], "k-", lw=1.2)
+            if strong.any() and not strong.all():
+                i = int(np.argmax(strong))
+                ax.annotate(f"w* strong from here\n(aG* {float(ds['aG_star'][i]):.2f})",
+                            (P[i], float(ds["exact_llc_mean"][i])), xytext=(-8, 8),
+                            textcoords="offset points", ha="right", fontsize=7)  # fmt: skip
             if wide and act in wide:
                 wd = wide[act]
                 ax.errorbar(wd["P"], wd["exact_llc_mean"], yerr=2 * wd["exact_mcse"], fmt="--D",
@@ -223,12 +249,14 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
                                 label=f"SGLD at the {phase} MAP")  # fmt: skip
             ticks = sorted({int(p) for name, r in res.items() if name.startswith(act)
                             for p in r["P"].values})  # fmt: skip
-            ax.set_xticks(ticks, [str(p) for p in ticks], fontsize=8)
+            ax.set_xticks(ticks, tick_labels(ticks), fontsize=8)
             ax.minorticks_off()
         note = None  # with the legend, so that the two never overlap
         if act in res and float(res[act]["exact_llc_mean"].min()) < 0:
             note = "λ̂ < 0: w* (a MAP with the prior) is not\na critical point of L_n (docs/theory.md §11)"
-        ax.legend(fontsize=8, loc="best", title=note, title_fontsize=7)
+        # below the panel: the points fill the panel as the study grows
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), title=note,
+                  title_fontsize=7)  # fmt: skip
     title = "λ̂ against P at the exact MAP (frozen embeddings, seed 0)"
     if quick:
         title += " — QUICK RUN: few draws, not the study"
