@@ -52,6 +52,8 @@ SOFTMAX_P_STAR, SOFTMAX_WINDOW = 275.97, (264.97, 296.76)
 MAP_WINDOW = (280.0, 290.0)
 #: aG between the weak and the strong MAPs (weak <= 0.61, strong >= 3.02 on the continuation)
 STRONG_AG = 1.8
+#: the figure's third panel: softmax through the coexistence window, on a linear P axis
+ZOOM = (240, 310)
 #: the study's points: the paper's P >= 2 for both activations, at the figure's width; the exact
 #: values at the wide width are drawn beside them
 STUDY_POINTS = 26
@@ -203,71 +205,90 @@ def tick_labels(ticks: list[int], gap: float = 0.06, lines: int = 3) -> list[str
     return out
 
 
+def panel(ax, act: str, res: dict, d: int, wide: dict | None, zoom: tuple | None = None):
+    """One panel: λ̂ against P for ``act`` (log P), or, with ``zoom`` (P from, to), that range of
+    the softmax study on a linear axis, where the two phases' points sit side by side."""
+    title = f"{act} attention (L = 25, V = 5, d = {d})"
+    if zoom is not None:
+        title = f"{act}: P = {zoom[0]}–{zoom[1]}, through the window"
+    ax.set_title(title, fontsize=10)
+    if zoom is None:
+        ax.set_xscale("log")
+    else:
+        ax.set_xlim(*zoom)
+    ax.set_xlabel("P (training sequences)")
+    ax.set_ylabel("λ̂ (localized LLC, nβ = P / log P)")
+    if act == "linear":
+        ax.axvline(LINEAR_P_STAR, color="0.4", ls="--", lw=1,
+                   label=f"second-order P* = {LINEAR_P_STAR}")  # fmt: skip
+    else:
+        ax.axvspan(*SOFTMAX_WINDOW, color="0.88",
+                   label="Level-2 coexistence window 264.97–296.76")  # fmt: skip
+        ax.axvspan(*MAP_WINDOW, facecolor="none", edgecolor="0.5", hatch="///", lw=0,
+                   label="the MAP's two minima (d = 256, seed 0): 280 < P < 290")  # fmt: skip
+        ax.axvline(SOFTMAX_P_STAR, color="0.4", ls="--", lw=1,
+                   label=f"Level-2 first-order P* = {SOFTMAX_P_STAR}")  # fmt: skip
+    ax.axhline(0, color="0.6", lw=0.8)
+    if act not in res:
+        return
+    ds = res[act]
+    if zoom is not None:
+        ds = ds.sel(P=(ds.P >= zoom[0]) & (ds.P <= zoom[1]))
+    P = ds["P"].values
+    ax.errorbar(P, ds["exact_llc_mean"], yerr=2 * ds["exact_mcse"], fmt="ko", ms=4, capsize=2,
+                label="exact (W_O integrated out, NUTS; ± 2 MCSE)")  # fmt: skip
+    # the line joins points of one phase only: softmax w* jumps from weak to strong
+    strong = np.asarray(ds["aG_star"] > STRONG_AG) if "aG_star" in ds else P * 0 > 0
+    for side in (False, True):
+        part = strong == side
+        ax.plot(P[part], ds["exact_llc_mean"].values[part], "k-", lw=1.2)
+    if zoom is not None and strong.any() and not strong.all():
+        i = int(np.argmax(strong))
+        ax.annotate(f"global MAP strong\nfrom here (aG* {float(ds['aG_star'][i]):.2f})",
+                    (P[i], float(ds["exact_llc_mean"][i])), xytext=(-12, 0),
+                    textcoords="offset points", ha="right", va="center", fontsize=7,
+                    arrowprops={"arrowstyle": "->", "lw": 0.6})  # fmt: skip
+    if wide and act in wide and zoom is None:
+        wd = wide[act]
+        ax.errorbar(wd["P"], wd["exact_llc_mean"], yerr=2 * wd["exact_mcse"], fmt="--D",
+                    color="0.45", ms=4, mfc="none", capsize=2,
+                    label=f"exact at d = {int(wd.attrs.get('d', WIDE_D)):,}".replace(",", " "))  # fmt: skip
+    if "sgld_llc_mean" in ds:
+        ax.errorbar(P, ds["sgld_llc_mean"], yerr=2 * ds["sgld_mcse"], fmt="s", ms=4, color="C3",
+                    capsize=3, label="SGLD on the weights (± 2 MCSE)")  # fmt: skip
+    for phase, mk, col in (("weak", "v", "C0"), ("strong", "^", "C2")):
+        ph = res.get(f"{act}_{phase}")
+        if ph is None:
+            continue
+        ax.errorbar(ph["P"], ph["exact_llc_mean"], yerr=2 * ph["exact_mcse"], fmt=mk, ms=6,
+                    color=col, mfc="none", capsize=2,
+                    label=f"exact at the {phase} MAP (a second minimum)")  # fmt: skip
+        if "sgld_llc_mean" in ph:
+            ax.errorbar(ph["P"], ph["sgld_llc_mean"], yerr=2 * ph["sgld_mcse"], fmt=mk, ms=6,
+                        color=col, capsize=3, label=f"SGLD at the {phase} MAP")  # fmt: skip
+    if zoom is None:
+        ticks = sorted({int(p) for name, r in res.items() if name.startswith(act)
+                        for p in r["P"].values})  # fmt: skip
+        ax.set_xticks(ticks, tick_labels(ticks), fontsize=8)
+        ax.minorticks_off()
+
+
 def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None):
     """λ̂ against P at width ``d``, with the exact values at the width of ``wide`` (d = 10⁴)
-    beside them where present."""
+    beside them where present: linear, softmax, and softmax through its coexistence window."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 6.4))
-    for ax, act in zip(axes, ("linear", "softmax"), strict=True):
-        ax.set_title(f"{act} attention (L = 25, V = 5, d = {d})")
-        ax.set_xscale("log")
-        ax.set_xlabel("P (training sequences)")
-        ax.set_ylabel("λ̂ (localized LLC, nβ = P / log P)")
-        if act == "linear":
-            ax.axvline(LINEAR_P_STAR, color="0.4", ls="--", lw=1,
-                       label=f"second-order P* = {LINEAR_P_STAR}")  # fmt: skip
-        else:
-            ax.axvspan(*SOFTMAX_WINDOW, color="0.88",
-                       label="Level-2 coexistence window 264.97–296.76")  # fmt: skip
-            ax.axvspan(*MAP_WINDOW, facecolor="none", edgecolor="0.5", hatch="///", lw=0,
-                       label="the MAP's two minima (d = 256, seed 0): 280 < P < 290")  # fmt: skip
-            ax.axvline(SOFTMAX_P_STAR, color="0.4", ls="--", lw=1,
-                       label=f"Level-2 first-order P* = {SOFTMAX_P_STAR}")  # fmt: skip
-        ax.axhline(0, color="0.6", lw=0.8)
-        if act in res:
-            ds = res[act]
-            P = ds["P"].values
-            ax.errorbar(P, ds["exact_llc_mean"], yerr=2 * ds["exact_mcse"], fmt="ko", ms=4,
-                        capsize=2, label="exact (W_O integrated out, NUTS; ± 2 MCSE)")  # fmt: skip
-            # the line joins points of one phase only: softmax w* jumps from weak to strong
-            strong = np.asarray(ds["aG_star"] > STRONG_AG) if "aG_star" in ds else P * 0 > 0
-            for side in (False, True):
-                part = strong == side
-                ax.plot(P[part], ds["exact_llc_mean"].values[part], "k-", lw=1.2)
-            if strong.any() and not strong.all():
-                i = int(np.argmax(strong))
-                ax.annotate(f"w* strong from here\n(aG* {float(ds['aG_star'][i]):.2f})",
-                            (P[i], float(ds["exact_llc_mean"][i])), xytext=(-8, 8),
-                            textcoords="offset points", ha="right", fontsize=7)  # fmt: skip
-            if wide and act in wide:
-                wd = wide[act]
-                ax.errorbar(wd["P"], wd["exact_llc_mean"], yerr=2 * wd["exact_mcse"], fmt="--D",
-                            color="0.45", ms=4, mfc="none", capsize=2,
-                            label=f"exact at d = {int(wd.attrs.get('d', WIDE_D)):,}".replace(",", " "))  # fmt: skip
-            if "sgld_llc_mean" in ds:
-                ax.errorbar(P, ds["sgld_llc_mean"], yerr=2 * ds["sgld_mcse"], fmt="s", ms=4,
-                            color="C3", capsize=3, label="SGLD on the weights (± 2 MCSE)")  # fmt: skip
-            for phase, mk, col in (("weak", "v", "C0"), ("strong", "^", "C2")):
-                ph = res.get(f"{act}_{phase}")
-                if ph is None:
-                    continue
-                ax.errorbar(ph["P"], ph["exact_llc_mean"], yerr=2 * ph["exact_mcse"], fmt=mk,
-                            ms=6, color=col, mfc="none", capsize=2,
-                            label=f"exact at the {phase} MAP (a second minimum)")  # fmt: skip
-                if "sgld_llc_mean" in ph:
-                    ax.errorbar(ph["P"], ph["sgld_llc_mean"], yerr=2 * ph["sgld_mcse"], fmt=mk,
-                                ms=6, color=col, capsize=3,
-                                label=f"SGLD at the {phase} MAP")  # fmt: skip
-            ticks = sorted({int(p) for name, r in res.items() if name.startswith(act)
-                            for p in r["P"].values})  # fmt: skip
-            ax.set_xticks(ticks, tick_labels(ticks), fontsize=8)
-            ax.minorticks_off()
+    fig, axes = plt.subplots(1, 3, figsize=(16, 6.4), width_ratios=(1, 1, 0.8))
+    for ax, act, zoom in zip(axes, ("linear", "softmax", "softmax"), (None, None, ZOOM),
+                             strict=True):  # fmt: skip
+        panel(ax, act, res, d, wide, zoom)
+        if zoom is not None:
+            continue  # the middle panel's legend says it all
         note = None  # with the legend, so that the two never overlap
         if act in res and float(res[act]["exact_llc_mean"].min()) < 0:
             note = "λ̂ < 0: w* (a MAP with the prior) is not\na critical point of L_n (docs/theory.md §11)"
         # below the panel: the points fill the panel as the study grows
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), title=note,
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), title=note,
                   title_fontsize=7)  # fmt: skip
     title = "λ̂ against P at the exact MAP (frozen embeddings, seed 0)"
     if quick:
@@ -276,10 +297,10 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
         done = sum(res[a].sizes["P"] for a in ("linear", "softmax") if a in res)
         if done < STUDY_POINTS:
             title += f" — study in progress: {done} of {STUDY_POINTS} points"
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
 
 
 def main(argv=None):
