@@ -14,7 +14,8 @@
 4. ``--seeds``: SGLD's step bias at d = 64 with the error from six independent seeds per step.
 
 Run: ``.venv/bin/python docs/scripts/llc_exact.py [d ...] [--quick]`` (about 15 min on 2 busy cores; the
-toy checks only with the default widths 16 and 64); ``... llc_exact.py --calibrate [64]``. The
+toy checks only with the default widths 16 and 64); ``... llc_exact.py --calibrate [64]``; ``... llc_exact.py 1024 10000 --exact-only``
+the exact rows alone (any width: the explicit network's side grows as d²). The
 steps scale as 16 / d (the curvature of the network's W_G grows with d) and each kept draw is
 d / 16 steps after the last.
 """
@@ -90,7 +91,8 @@ def frozen_case(P, d):
     return w_star, call
 
 
-def network_checks(P=20, widths=(16, 64), ladder=(1e-3, 5e-4, 2.5e-4), draws=4000):
+def network_checks(P=20, widths=(16, 64), ladder=(1e-3, 5e-4, 2.5e-4), draws=4000,
+                   exact_only=False):  # fmt: skip
     print(
         "\n| d | sampler | ε | λ̂ ± MCSE | R-hat | acceptance | time (s) |\n|---|---|---|---|---|---|---|"
     )
@@ -102,7 +104,9 @@ def network_checks(P=20, widths=(16, 64), ladder=(1e-3, 5e-4, 2.5e-4), draws=400
               f"{ex.rhat:.3f} | {ex.acceptance:.3f} | {time.perf_counter() - t0:.0f} |")  # fmt: skip
         # the curvature grows with d: the steps scale as 16 / d, each draw d / 16 steps apart
         scale = 16 / d
-        runs = [("mala", 1e-3 * scale)] + [("sgld", e * scale) for e in ladder]
+        runs = (
+            [] if exact_only else [("mala", 1e-3 * scale)] + [("sgld", e * scale) for e in ladder]
+        )
         for sampler, eps in runs:
             t0 = time.perf_counter()
             est = llc_estimate(run_llc(network_model, w_star, sampler=sampler, step_size=eps,
@@ -219,7 +223,11 @@ if __name__ == "__main__":
         calibration(*rest[:1])
         sys.exit()
     quick = "--quick" in sys.argv  # the smallest SGLD step only, 2000 draws (for d = 256)
-    widths = tuple(int(a) for a in sys.argv[1:] if a != "--quick") or (16, 64)
+    flags = ("--quick", "--exact-only")
+    widths = tuple(int(a) for a in sys.argv[1:] if a not in flags) or (16, 64)
+    if "--exact-only" in sys.argv:  # the exact rows alone (any width: the explicit side is d²)
+        network_checks(widths=widths, exact_only=True)
+        sys.exit()
     if widths == (16, 64):
         toy_checks()
     if quick:
