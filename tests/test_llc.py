@@ -276,6 +276,24 @@ def test_network_order_is_what_the_network_records():
         assert v == pytest.approx(float(at_star[k]), rel=1e-9, abs=1e-12), k
 
 
+def test_exact_draws_record_their_order_parameters():
+    """Each exact draw carries a1/aG (what LLCTarget.order gives at it), and a ladder node's
+    summary (_node_order) is their mean and range; the ladders themselves: the slow test below."""
+    from bayes_attn.experiments.llc import _node_order
+
+    w_star, call = _frozen_case()
+    run = exact_frozen_llc(network_model, w_star, num_chains=2, num_draws=20, num_burnin=20,
+                           seed=0, **call)  # fmt: skip
+    post = az.dataset(run)
+    assert post["aG"].shape == post["loss"].shape == (2, 20)
+    order = _node_order(run)
+    for name in ("a1", "aG"):
+        v = np.asarray(post[name])
+        assert order[f"{name}_mean"] == pytest.approx(v.mean(), rel=1e-12)
+        assert order[f"{name}_min"] == v.min() and order[f"{name}_max"] == v.max()
+
+
+@pytest.mark.slow  # default run: test_exact_draws_record_their_order_parameters
 def test_exact_ladders_record_where_their_nodes_sit():
     """Both exact ladders (t and γ) record the order parameters of each node's draws, so that a
     path that crosses a transition shows it (docs/validation.md, "The identity proper"):
