@@ -54,6 +54,8 @@ MAP_WINDOW = (280.0, 290.0)
 STRONG_AG = 1.8
 #: the figure's third panel: softmax through the coexistence window, on a linear P axis
 ZOOM = (240, 310)
+#: below -SYMLOG the λ̂ axis turns logarithmic (symlog), so that the linear study's 0-11 stays legible
+SYMLOG = 15.0
 #: the study's points: the paper's P >= 2 for both activations, at the figure's width; the exact
 #: values at the wide width are drawn beside them
 STUDY_POINTS = 26
@@ -192,7 +194,7 @@ def table(out_dir: Path) -> str:
     return "\n".join(rows)
 
 
-def tick_labels(ticks: list[int], gap: float = 0.06, lines: int = 3) -> list[str]:
+def tick_labels(ticks: list[int], gap: float = 0.085, lines: int = 4) -> list[str]:
     """Labels for log-spaced ticks, every one shown: each on the first of ``lines`` text lines
     where it is at least ``gap`` (in log10 P) from the last label on that line (250, 275 and 285
     are 0.041 and 0.016 apart)."""
@@ -266,6 +268,10 @@ def panel(ax, act: str, res: dict, d: int, wide: dict | None, zoom: tuple | None
         if "sgld_llc_mean" in ph:
             ax.errorbar(ph["P"], ph["sgld_llc_mean"], yerr=2 * ph["sgld_mcse"], fmt=mk, ms=6,
                         color=col, capsize=3, label=f"SGLD at the {phase} MAP")  # fmt: skip
+    low = float(ds["exact_llc_mean"].min())
+    if low < -SYMLOG:  # past the linear crossover λ̂ dives (w* held by the prior): keep 0-15 linear
+        ax.set_yscale("symlog", linthresh=SYMLOG)
+        ax.axhspan(-SYMLOG, SYMLOG, color="0.97", zorder=0, lw=0)
     if zoom is None:
         ticks = sorted({int(p) for name, r in res.items() if name.startswith(act)
                         for p in r["P"].values})  # fmt: skip
@@ -287,8 +293,10 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
         note = None  # with the legend, so that the two never overlap
         if act in res and float(res[act]["exact_llc_mean"].min()) < 0:
             note = "λ̂ < 0: w* (a MAP with the prior) is not\na critical point of L_n (docs/theory.md §11)"
+            if float(res[act]["exact_llc_mean"].min()) < -SYMLOG:
+                note += f"\nλ̂ axis: linear for |λ̂| < {SYMLOG:g} (shaded), logarithmic beyond"
         # below the panel: the points fill the panel as the study grows
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), title=note,
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.4), title=note,
                   title_fontsize=7)  # fmt: skip
     title = "λ̂ against P at the exact MAP (frozen embeddings, seed 0)"
     if quick:
