@@ -280,8 +280,9 @@ def _node_order(run) -> dict:
 
 
 def _order_line(order: dict) -> str:
-    return "".join(f", {k[:-5]} {v:.3f} [{order[k[:-5] + '_min']:.3f}, {order[k[:-5] + '_max']:.3f}]"
-                   for k, v in order.items() if k.endswith("_mean"))  # fmt: skip
+    """``_node_order`` for a progress line: ", aG mean [min, max]" per order parameter."""
+    return "".join(f", {n} {order[n + '_mean']:.3f} [{order[n + '_min']:.3f}, "
+                   f"{order[n + '_max']:.3f}]" for n in ORDER_PARAMETERS if n + "_mean" in order)  # fmt: skip
 
 
 def _stack_orders(orders: list[dict]) -> dict:

@@ -547,9 +547,13 @@ def frozen_llc_target(
     const = task.L * V / 2 * math.log(2 * math.pi * hyper.sigma2 / hyper.chi)
     fit = hyper.chi / (2 * hyper.sigma2)
 
+    def attention(x):
+        return algebra.attention(
+            algebra.logits_from_M(x.reshape(n_f, n_f), tokens, V, R), activation
+        )
+
     def design(x):
-        A = algebra.attention(algebra.logits_from_M(x.reshape(n_f, n_f), tokens, V, R), activation)
-        return design_gram(A, tokens, V, R)
+        return design_gram(attention(x), tokens, V, R)
 
     def solve(x):
         G, B, yy = design(x)
@@ -577,8 +581,7 @@ def frozen_llc_target(
         return jnp.sum((x - x_star) ** 2) + (jnp.sum((mu - w_st) ** 2) + V * tr_inv) / d
 
     def order(x):
-        A = algebra.attention(algebra.logits_from_M(x.reshape(n_f, n_f), tokens, V, R), activation)
-        pr = algebra.project(A)
+        pr = algebra.project(attention(x))
         return dict(zip(order_parameters(activation), (pr["c1"], pr["cG"]), strict=True))
 
     def loss_at(x, w):

@@ -43,6 +43,7 @@ from bayes_attn.experiments.llc import llc_problem, network_order
 from bayes_attn.experiments.protocol import ProtocolConfig
 from bayes_attn.inference.llc import exact_frozen_llc, run_llc
 from bayes_attn.io import write_atomic
+from bayes_attn.models.levels import order_parameters
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the transitions of Table 1 (docs/validation.md): linear second-order P*, softmax first order
@@ -102,7 +103,9 @@ def one_point(activation, P, s, path, phase=None):
     ex = llc_estimate(run)
     out["exact"] = (ex, time.perf_counter() - t0)
     # where the exact draws sit: the order parameters' mean over them (beside w*'s in the attrs)
-    drawn = {f"exact_{k[:-5]}_mean": float(run.posterior[k[:-5]].mean()) for k in order}
+    drawn = {
+        f"exact_{n}_mean": float(run.posterior[n].mean()) for n in order_parameters(activation)
+    }
     if not s["exact_only"]:
         t0 = time.perf_counter()
         sg = llc_estimate(run_llc(
@@ -240,7 +243,7 @@ def panel(ax, act: str, res: dict, d: int, wide: dict | None, zoom: tuple | None
     ax.errorbar(P, ds["exact_llc_mean"], yerr=2 * ds["exact_mcse"], fmt="ko", ms=4, capsize=2,
                 label="exact (W_O integrated out, NUTS; ± 2 MCSE)")  # fmt: skip
     # the line joins points of one phase only: softmax w* jumps from weak to strong
-    strong = np.asarray(ds["aG_star"] > STRONG_AG) if "aG_star" in ds else P * 0 > 0
+    strong = np.asarray(ds["aG_star"] > STRONG_AG) if "aG_star" in ds else np.zeros(P.size, bool)
     for side in (False, True):
         part = strong == side
         ax.plot(P[part], ds["exact_llc_mean"].values[part], "k-", lw=1.2)
