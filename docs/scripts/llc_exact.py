@@ -15,7 +15,8 @@
 
 Run: ``.venv/bin/python docs/scripts/llc_exact.py [d ...] [--quick]`` (about 15 min on 2 busy cores; the
 toy checks only with the default widths 16 and 64); ``... llc_exact.py --calibrate [64]``; ``... llc_exact.py 1024 10000 --exact-only``
-the exact rows alone (any width: the explicit network's side grows as d²). The
+the exact rows alone (any width: the explicit network's side grows as d²);
+``... llc_exact.py 10000 --step-cost`` the explicit SGLD step's cost at that width. The
 steps scale as 16 / d (the curvature of the network's W_G grows with d) and each kept draw is
 d / 16 steps after the last.
 """
@@ -118,6 +119,24 @@ def network_checks(P=20, widths=(16, 64), ladder=(1e-3, 5e-4, 2.5e-4), draws=400
                   f"{time.perf_counter() - t0:.0f} |")  # fmt: skip
         print(f"(d = {d}: L_n(w*) = {ex.init_loss:.6f}, |∇L_n(w*)| = {ex.grad_norm:.4f}, "
               f"nβ = {ex.nbeta:.4f})")  # fmt: skip
+
+
+def step_cost(widths, P=20):
+    """Seconds per SGLD step on the explicit network (one chain), from runs of 2 and 12 steps (the
+    difference over 10: compilation and set-up cancel): what the explicit side of the table costs."""
+    for d in widths:
+        w_star, call = frozen_case(P, d)
+        wall = {}
+        for steps in (2, 12):
+            t0 = time.perf_counter()
+            run_llc(network_model, w_star, num_chains=1, num_draws=steps, step_size=1e-7, seed=0,
+                    **call)  # fmt: skip
+            wall[steps] = time.perf_counter() - t0
+        print(
+            f"d = {d}: {(wall[12] - wall[2]) / 10:.2f} s per SGLD step, one chain "
+            f"(2 steps {wall[2]:.1f} s, 12 steps {wall[12]:.1f} s)",
+            flush=True,
+        )
 
 
 def calibration_figure(table, path):
@@ -223,8 +242,11 @@ if __name__ == "__main__":
         calibration(*rest[:1])
         sys.exit()
     quick = "--quick" in sys.argv  # the smallest SGLD step only, 2000 draws (for d = 256)
-    flags = ("--quick", "--exact-only")
+    flags = ("--quick", "--exact-only", "--step-cost")
     widths = tuple(int(a) for a in sys.argv[1:] if a not in flags) or (16, 64)
+    if "--step-cost" in sys.argv:  # seconds per explicit SGLD step (one chain) at each width
+        step_cost(tuple(int(a) for a in sys.argv[1:] if a not in flags) or (10_000,))
+        sys.exit()
     if "--exact-only" in sys.argv:  # the exact rows alone (any width: the explicit side is d²)
         network_checks(widths=widths, exact_only=True)
         sys.exit()
