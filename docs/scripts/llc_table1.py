@@ -288,6 +288,7 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 6.4), width_ratios=(1, 1, 0.8))
+    notes = {}
     for ax, act, zoom in zip(axes, ("linear", "softmax", "softmax"), (None, None, ZOOM),
                              strict=True):  # fmt: skip
         panel(ax, act, res, d, wide, zoom)
@@ -298,9 +299,7 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
             note = "λ̂ < 0: w* (a MAP with the prior) is not\na critical point of L_n (docs/theory.md §11)"
             if float(res[act]["exact_llc_mean"].min()) < -SYMLOG:
                 note += f"\nλ̂ axis: linear for |λ̂| < {SYMLOG:g} (shaded), logarithmic beyond"
-        # below the panel: the points fill the panel as the study grows
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.4), title=note,
-                  title_fontsize=7)  # fmt: skip
+        notes[ax] = note
     title = "λ̂ against P at the exact MAP (frozen embeddings, seed 0)"
     if quick:
         title += " — QUICK RUN: few draws, not the study"
@@ -309,7 +308,16 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
         if done < STUDY_POINTS:
             title += f" — study in progress: {done} of {STUDY_POINTS} points"
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    # the panels on top, the legends below: each under its panel's lowest text (the staggered
+    # tick labels take up to four lines, so a fixed offset would run into the axis label)
+    fig.subplots_adjust(left=0.05, right=0.99, top=0.88, bottom=0.5, wspace=0.22)
+    fig.canvas.draw()
+    to_fig = fig.transFigure.inverted()
+    for ax, note in notes.items():
+        box = to_fig.transform_bbox(ax.get_tightbbox(fig.canvas.get_renderer()))
+        ax.legend(fontsize=8, loc="upper center", title=note, title_fontsize=7,
+                  bbox_to_anchor=((box.x0 + box.x1) / 2, box.y0 - 0.01),
+                  bbox_transform=fig.transFigure)  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
 
