@@ -256,6 +256,30 @@ def test_frozen_target_is_the_network_target_at_w_star():
         frozen_llc_target(quadratic, w_star)
 
 
+def test_linear_w_star_below_p_star_is_a_saddle_of_the_loss():
+    """Below the linear P* the MAP is w* = 0 (W_G = 0, W_O = 0): a critical point of L_n, but a
+    saddle, not a minimum (docs/theory.md, "A critical point that is a saddle"). The output is
+    W_O times the attention, and linear attention is linear in W_G, so L_n is flat along each
+    block alone at 0 and its Hessian is [[0, C], [C^T, 0]]: eigenvalues +-sigma(C), exactly."""
+    w_star, call = _frozen_case()
+    task, hyper, tokens, _, d = call["model_args"]
+    call = {**call, "model_args": (task, hyper, tokens, "linear", d)}
+    zero = {k: np.zeros_like(v) for k, v in w_star.items()}
+    target = llc_target(network_model, zero, **call)
+    assert target.grad_norm == 0.0
+    H = np.asarray(jax.hessian(target.loss)(target.x_star))
+    # which flat coordinates are W_G's: the unravelled positions 0, 1, ... say
+    where = target.potential.unravel(jnp.arange(H.shape[0], dtype=float))
+    assert set(where) == {"W_G", "W_O"}
+    n_g = int(np.prod(w_star["W_G"].shape))
+    assert np.asarray(where["W_G"]).ravel().tolist() == list(range(n_g))  # W_G first
+    assert np.abs(H[:n_g, :n_g]).max() == 0.0 and np.abs(H[n_g:, n_g:]).max() == 0.0
+    ev = np.linalg.eigvalsh(H)
+    scale = np.abs(ev).max()
+    assert scale > 0 and (ev < -1e-9 * scale).sum() >= 1  # descent directions: not a minimum
+    np.testing.assert_allclose(np.sort(ev), -np.sort(ev)[::-1], atol=1e-9 * scale)
+
+
 def test_network_order_is_what_the_network_records():
     """network_order reads aG, a1 from the whitened gate; the network's own deterministic sites
     at the same weights (a full forward pass) give the same numbers."""
