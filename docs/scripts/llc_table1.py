@@ -296,7 +296,10 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
             continue  # the middle panel's legend says it all
         note = None  # with the legend, so that the two never overlap
         if act in res and float(res[act]["exact_llc_mean"].min()) < 0:
-            note = "λ̂ < 0: w* (a MAP with the prior) is not\na critical point of L_n (docs/theory.md §11)"
+            note = (
+                "λ̂ < 0: the draws find L_n below L_n(w*): w* is a saddle\nof L_n (below P*) or, "
+                "a MAP with the prior, not a critical\npoint of it (docs/theory.md §11)"
+            )
             if float(res[act]["exact_llc_mean"].min()) < -SYMLOG:
                 note += f"\nλ̂ axis: linear for |λ̂| < {SYMLOG:g} (shaded), logarithmic beyond"
         notes[ax] = note
