@@ -197,7 +197,7 @@ def table(out_dir: Path) -> str:
     return "\n".join(rows)
 
 
-def tick_labels(ticks: list[int], gap: float = 0.085, lines: int = 4) -> list[str]:
+def tick_labels(ticks: list[int], gap: float = 0.1, lines: int = 4) -> list[str]:
     """Labels for log-spaced ticks, every one shown: each on the first of ``lines`` text lines
     where it is at least ``gap`` (in log10 P) from the last label on that line (250, 275 and 285
     are 0.041 and 0.016 apart)."""
