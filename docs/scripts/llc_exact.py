@@ -243,9 +243,10 @@ if __name__ == "__main__":
         sys.exit()
     quick = "--quick" in sys.argv  # the smallest SGLD step only, 2000 draws (for d = 256)
     flags = ("--quick", "--exact-only", "--step-cost")
-    widths = tuple(int(a) for a in sys.argv[1:] if a not in flags) or (16, 64)
+    given = tuple(int(a) for a in sys.argv[1:] if a not in flags)
+    widths = given or (16, 64)
     if "--step-cost" in sys.argv:  # seconds per explicit SGLD step (one chain) at each width
-        step_cost(tuple(int(a) for a in sys.argv[1:] if a not in flags) or (10_000,))
+        step_cost(given or (10_000,))
         sys.exit()
     if "--exact-only" in sys.argv:  # the exact rows alone (any width: the explicit side is d²)
         network_checks(widths=widths, exact_only=True)

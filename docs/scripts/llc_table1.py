@@ -300,7 +300,7 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
                 "λ̂ < 0: the draws find L_n below L_n(w*): w* is a saddle\nof L_n (below P*) or, "
                 "a MAP with the prior, not a critical\npoint of it (docs/theory.md §11)"
             )
-            if float(res[act]["exact_llc_mean"].min()) < -SYMLOG:
+            if ax.get_yscale() == "symlog":  # panel() chose it
                 note += f"\nλ̂ axis: linear for |λ̂| < {SYMLOG:g} (shaded), logarithmic beyond"
         notes[ax] = note
     title = "λ̂ against P at the exact MAP (frozen embeddings, seed 0)"
