@@ -123,7 +123,9 @@ def network_checks(P=20, widths=(16, 64), ladder=(1e-3, 5e-4, 2.5e-4), draws=400
 
 def step_cost(widths, P=20):
     """Seconds per SGLD step on the explicit network (one chain), from runs of 2 and 12 steps (the
-    difference over 10: compilation and set-up cancel): what the explicit side of the table costs."""
+    difference over 10): what the explicit side of the table costs at large d. Each run compiles
+    afresh, so the difference carries the compile's jitter (about a second): fine at d = 10⁴
+    (5 s a step), noise at small d (d = 16 reads a few hundredths of a second, either sign)."""
     for d in widths:
         w_star, call = frozen_case(P, d)
         wall = {}
