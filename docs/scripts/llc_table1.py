@@ -310,6 +310,12 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
         done = sum(res[a].sizes["P"] for a in ("linear", "softmax") if a in res)
         if done < STUDY_POINTS:
             title += f" — study in progress: {done} of {STUDY_POINTS} points"
+        wide_done = sum(wide[a].sizes["P"] for a in ("linear", "softmax") if a in (wide or {}))
+        if wide and wide_done < STUDY_POINTS:
+            width = f"{WIDE_D:,}".replace(",", " ")
+            title += (
+                f" — exact line at d = {width} in progress: {wide_done} of {STUDY_POINTS} points"
+            )
     fig.suptitle(title, fontsize=11)
     # the panels on top, the legends below: each under its panel's lowest text (the staggered
     # tick labels take up to four lines, so a fixed offset would run into the axis label)
