@@ -253,8 +253,10 @@ def panel(ax, act: str, res: dict, d: int, wide: dict | None, zoom: tuple | None
                     (P[i], float(ds["exact_llc_mean"][i])), xytext=(-12, 0),
                     textcoords="offset points", ha="right", va="center", fontsize=7,
                     arrowprops={"arrowstyle": "->", "lw": 0.6})  # fmt: skip
-    if wide and act in wide and zoom is None:
+    if wide and act in wide:
         wd = wide[act]
+        if zoom is not None:
+            wd = wd.sel(P=(wd.P >= zoom[0]) & (wd.P <= zoom[1]))
         ax.errorbar(wd["P"], wd["exact_llc_mean"], yerr=2 * wd["exact_mcse"], fmt="--D",
                     color="0.45", ms=4, mfc="none", capsize=2,
                     label=f"exact at d = {int(wd.attrs.get('d', WIDE_D)):,}".replace(",", " "))  # fmt: skip
