@@ -259,7 +259,7 @@ def panel(ax, act: str, res: dict, d: int, wide: dict | None, zoom: tuple | None
             wd = wd.sel(P=(wd.P >= zoom[0]) & (wd.P <= zoom[1]))
         ax.errorbar(wd["P"], wd["exact_llc_mean"], yerr=2 * wd["exact_mcse"], fmt="--D",
                     color="0.45", ms=4, mfc="none", capsize=2,
-                    label=f"exact at d = {int(wd.attrs.get('d', WIDE_D)):,}".replace(",", " "))  # fmt: skip
+                    label=f"exact at d = {spaced(int(wd.attrs.get('d', WIDE_D)))}")  # fmt: skip
     if "sgld_llc_mean" in ds:
         ax.errorbar(P, ds["sgld_llc_mean"], yerr=2 * ds["sgld_mcse"], fmt="s", ms=4, color="C3",
                     capsize=3, label="SGLD on the weights (± 2 MCSE)")  # fmt: skip
@@ -282,6 +282,16 @@ def panel(ax, act: str, res: dict, d: int, wide: dict | None, zoom: tuple | None
                         for p in r["P"].values})  # fmt: skip
         ax.set_xticks(ticks, tick_labels(ticks), fontsize=8)
         ax.minorticks_off()
+
+
+def study_points(res: dict) -> int:
+    """How many of the study's points (both activations, at the global MAP) ``res`` holds."""
+    return sum(res[a].sizes["P"] for a in ("linear", "softmax") if a in res)
+
+
+def spaced(n: int) -> str:
+    """``n`` with its thousands set apart by spaces (10 000)."""
+    return f"{n:,}".replace(",", " ")
 
 
 def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None):
@@ -309,14 +319,14 @@ def figure(res: dict, d: int, path: Path, quick: bool, wide: dict | None = None)
     if quick:
         title += " — QUICK RUN: few draws, not the study"
     else:
-        done = sum(res[a].sizes["P"] for a in ("linear", "softmax") if a in res)
+        done = study_points(res)
         if done < STUDY_POINTS:
             title += f" — study in progress: {done} of {STUDY_POINTS} points"
-        wide_done = sum(wide[a].sizes["P"] for a in ("linear", "softmax") if a in (wide or {}))
+        wide_done = study_points(wide or {})
         if wide and wide_done < STUDY_POINTS:
-            width = f"{WIDE_D:,}".replace(",", " ")
             title += (
-                f" — exact line at d = {width} in progress: {wide_done} of {STUDY_POINTS} points"
+                f" — exact line at d = {spaced(WIDE_D)} in progress: {wide_done} of "
+                f"{STUDY_POINTS} points"
             )
     fig.suptitle(title, fontsize=11)
     # the panels on top, the legends below: each under its panel's lowest text (the staggered
