@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml .ci/constraints-oldest.txt | cksum | cut -d' ' -f1)
 
-.PHONY: test test-latest demo slow lint bench bench-peers clean
+.PHONY: test test-latest demo docs slow lint bench bench-peers clean
 
 $(STAMP): pyproject.toml .ci/constraints-oldest.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,20 @@ test-latest:
 	$(VENV_LATEST)/bin/python -c "import sys, jax, numpyro, arviz, blackjax; print('newest stack: python', sys.version.split()[0], '| jax', jax.__version__, '| numpyro', numpyro.__version__, '| arviz', arviz.__version__, '| blackjax', blackjax.__version__)"
 	MPLBACKEND=Agg $(VENV_LATEST)/bin/python -m pytest -q -n 2 --durations=10 $(LATEST_TESTS)
 
+# the docs site into site/: the docs extra on top of .[dev] (its own stamp, so that `make test`'s
+# install stays as it is), then mkdocs --strict, which executes the tutorials (docs/tutorials/*.py)
+# and fails on any warning, broken link, anchor or API cross-reference
+DOCS_STAMP := $(VENV)/.docs-$(shell cat pyproject.toml .ci/constraints-oldest.txt | cksum | cut -d' ' -f1)
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,docs]' -c .ci/constraints-oldest.txt
+	rm -f $(VENV)/.docs-*
+	touch $@
+
+docs: $(DOCS_STAMP)
+	rm -rf .cache/mkdocs-jupyter  # mkdocs-jupyter's cache would skip a tutorial whose source is unchanged
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 slow: $(STAMP)
 	MPLBACKEND=Agg $(PY) -m pytest -q -n 2 -m slow
 
@@ -61,4 +75,4 @@ bench-peers: $(STAMP)
 	$(PY) benchmarks/bench_peers.py
 
 clean:
-	rm -rf $(VENV) $(VENV_LATEST) out .pytest_cache
+	rm -rf $(VENV) $(VENV_LATEST) out site .pytest_cache

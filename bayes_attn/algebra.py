@@ -349,7 +349,7 @@ def ek_moments(c1, cG, L: int, V: int):
 
     Returns ``(C, D)`` with C = E[sum_a Phi_a Phi_a^T] of shape (V+L, V+L) and D = E[sum_a Phi_a y_a^T]
     of shape (V+L, V). With u = sum_b psi_b and v_a = psi_{a-1}, Phi_a = (c1 u + cG v_a) / L, and
-    sum_a v_a = u gives C = [(L c1^2 + 2 c1 cG) U + cG^2 W] / L^2, D = [c1 U + cG W][:, :V] / L.
+    sum_a v_a = u gives ``C = [(L c1^2 + 2 c1 cG) U + cG^2 W] / L^2``, ``D = [c1 U + cG W][:, :V] / L``.
     """
     U, W = _token_moments(L, V)
     C = ((L * c1**2 + 2 * c1 * cG) * U + cG**2 * W) / L**2

@@ -111,9 +111,9 @@ def test_run_nuts_checks_metric_and_start():
 
 @pytest.mark.slow  # over 20 s on 2 cores: the default suite's 10-minute budget
 def test_the_readme_d10000_call_runs_at_a_small_size():
-    """The README's frozen-embedding block (Level 1 with the embeddings' Gram, the Laplace metric
-    started from the exact MAP), the same calls at L = 8, V = 3, d = 200; the README uses the
-    metric (its default call took 45 min at d = 10^4)."""
+    """The guide's frozen-embedding block (docs/guide.md: Level 1 with the embeddings' Gram, the
+    Laplace metric started from the exact MAP), the same calls at L = 8, V = 3, d = 200; the guide
+    uses the metric (its default call took 45 min at d = 10^4)."""
     from pathlib import Path
 
     import jax
@@ -122,7 +122,7 @@ def test_the_readme_d10000_call_runs_at_a_small_size():
     from bayes_attn import algebra, theory
     from bayes_attn.models import init_embeddings, kernel_limit_model
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text()
     start = readme.index("W_emb, p = init_embeddings")
     block = readme[start : readme.index("```", start)]
     assert "run_nuts(kernel_limit_model" in block and 'model_kwargs={"gram": g}' in block

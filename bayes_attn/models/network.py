@@ -169,6 +169,8 @@ def network_model(
         The likelihood sits under ``numpyro.plate("sequences", P, subsample_size=batch_size)``, so a
         stochastic-gradient sampler sees minibatches; NUTS uses the full data (None). At most P.
 
+    Notes
+    -----
     Deterministic sites: ``c1``/``cG`` (linear) or ``a1``/``aG`` (softmax) projected from the mean
     attention over the tokens, and ``token_residual``.
     """
