@@ -11,14 +11,16 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_int, check_positive, check_tokens
+from bayes_attn.tokens import TokenSource, Uniform, parse_tokens
 
 
 @dataclasses.dataclass(frozen=True)
 class CopyTask:
-    """Sequences of ``L`` i.i.d. uniform tokens from a vocabulary of ``V``; target y[a] = x[a-1 mod L].
+    """Sequences of ``L`` tokens from a vocabulary of ``V``; target y[a] = x[a-1 mod L].
 
     Parameters
     ----------
@@ -26,14 +28,22 @@ class CopyTask:
         Sequence length, at least 2.
     V : int
         Vocabulary size, at least 2.
+    tokens : TokenSource or str
+        The law of the sequences (:mod:`bayes_attn.tokens`): ``Uniform()`` (the default, i.i.d.
+        uniform tokens), ``Zipf(s)``, ``Markov(...)`` or ``InContextMarkov(alpha)``, or its spec
+        (``"zipf:s=1"``). It takes part in equality and hashing. The reduced (Level-2) theory
+        is derived for uniform tokens and refuses any other source.
     """
 
     L: int
     V: int
+    tokens: TokenSource = Uniform()
 
     def __post_init__(self):
         object.__setattr__(self, "L", check_int("L", self.L, 2))
         object.__setattr__(self, "V", check_int("V", self.V, 2))
+        object.__setattr__(self, "tokens", parse_tokens(self.tokens))
+        self.tokens.check_vocabulary(self.V)
 
     @classmethod
     def paper(cls) -> CopyTask:
@@ -46,9 +56,19 @@ class CopyTask:
         return self.V + self.L
 
     def sample(self, key: jax.Array, P: int) -> jax.Array:
-        """Draw ``P`` sequences of integer tokens, shape (P, L)."""
+        """Draw ``P`` sequences of integer tokens from the task's source, shape (P, L) (with
+        ``Uniform()``, ``jax.random.randint(key, (P, L), 0, V)``)."""
         P = check_int("P", P, 1)
-        return jax.random.randint(key, (P, self.L), 0, self.V, dtype=jnp.int32)
+        return self.tokens.sample(key, P, self.L, self.V)
+
+    def uniform(self) -> CopyTask:
+        """The same L and V with uniform tokens (for what only the uniform theory can say, such as
+        a starting point)."""
+        return CopyTask(self.L, self.V)
+
+    def as_dict(self) -> dict:
+        """``{"L", "V", "tokens"}`` for a result's attrs (``tokens`` as its spec)."""
+        return {"L": self.L, "V": self.V, "tokens": str(self.tokens)}
 
     def check(self, tokens):
         """Tokens of this task: integers of shape (P, L) in [0, V), else a ``ValueError`` naming
@@ -113,5 +133,25 @@ class Hyper:
 
 
 def preset_attrs(task: CopyTask, hyper: Hyper) -> dict:
-    """The task and the scales as flat attrs (L, V, chi, g_w, g_o, sigma2) for a result file."""
-    return {"L": task.L, "V": task.V, **hyper.as_dict()}
+    """The task and the scales as flat attrs (L, V, tokens, chi, g_w, g_o, sigma2) for a result
+    file (``tokens`` as the source's spec); :func:`preset_from_attrs` reads them back."""
+    return {**task.as_dict(), **hyper.as_dict()}
+
+
+def _scalar(value):
+    value = np.asarray(value)
+    return value.item() if value.size == 1 else value
+
+
+def preset_from_attrs(attrs) -> tuple[CopyTask, Hyper]:
+    """``(task, hyper)`` from a result's attrs (those of :func:`preset_attrs`, or a run record's);
+    a file without ``tokens`` (written before token sources) has uniform tokens. A missing key
+    raises a ``ValueError`` naming it."""
+    a = dict(attrs)
+    missing = [k for k in ("L", "V", "chi", "g_w", "g_o", "sigma2") if k not in a]
+    if missing:
+        raise ValueError(f"{missing[0]}: not in the attrs, so the preset cannot be read back")
+    tokens = a.get("tokens", "uniform")
+    task = CopyTask(int(_scalar(a["L"])), int(_scalar(a["V"])), str(_scalar(tokens)))
+    hyper = Hyper(*(float(_scalar(a[k])) for k in ("chi", "g_w", "g_o", "sigma2")))
+    return task, hyper

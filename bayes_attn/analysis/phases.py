@@ -72,7 +72,7 @@ from scipy import stats
 
 from bayes_attn import _arviz as az
 from bayes_attn import _deprecation
-from bayes_attn.task import CopyTask, Hyper
+from bayes_attn.task import preset_from_attrs
 from bayes_attn.theory.modes import phase_boundary as level2_boundary
 
 __all__ = ["PhaseOccupancy", "phase_occupancy", "MIXING_RULE"]
@@ -157,10 +157,10 @@ class PhaseOccupancy:
 def _rebuild(idata, P=None, task=None, hyper=None):
     """(task, hyper, P, include_logdet) from the attrs that run_nuts / run_smc write."""
     attrs = dict(idata.posterior.attrs)
-    if task is None:
-        task = CopyTask(int(attrs["L"]), int(attrs["V"]))
-    if hyper is None:
-        hyper = Hyper(*(float(attrs[k]) for k in ("chi", "g_w", "g_o", "sigma2")))
+    if task is None or hyper is None:
+        read_task, read_hyper = preset_from_attrs(attrs)
+        task = read_task if task is None else task
+        hyper = read_hyper if hyper is None else hyper
     if P is None:
         if "P" in attrs:
             P = float(attrs["P"])

@@ -25,6 +25,7 @@ from bayes_attn import _arviz as az
 from bayes_attn import algebra, theory
 from bayes_attn.experiments.sweep import SweepConfig, run_sweep
 from bayes_attn.task import CopyTask, Hyper
+from bayes_attn.tokens import check_uniform
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +93,13 @@ class FigureContext:
 
 def preset(spec) -> tuple[CopyTask, Hyper]:
     """The task and hyperparameters of a figure config: those of its protocol sweep (its first L
-    and V, and its ``hyper``), else the config's own ``task`` (L, V) and ``hyper`` dicts, each
-    defaulting to the paper's Table 1."""
+    and V, its token source and its ``hyper``), else the config's own ``task`` (L, V, optionally
+    ``tokens``, a spec of :mod:`bayes_attn.tokens`) and ``hyper`` dicts, each defaulting to the
+    paper's Table 1. A figure that draws the Level-2 theory refuses tokens that are not uniform
+    (a ``ValueError`` naming ``tokens``)."""
     cfg = spec.get("sweeps", {}).get("protocol")
     if cfg is not None:
-        return CopyTask(int(cfg.L[0]), int(cfg.V[0])), Hyper(**cfg.hyper)
+        return CopyTask(int(cfg.L[0]), int(cfg.V[0]), cfg.tokens), Hyper(**cfg.hyper)
     paper = Hyper.paper()
     task = CopyTask(**{"L": 25, "V": 5, **spec.get("task", {})})
     hyper = Hyper(**{**dataclasses.asdict(paper), **spec.get("hyper", {})})
@@ -262,4 +265,6 @@ def figure_data(name: str, spec: dict, ctx: FigureContext) -> dict:
     """The data of the figure ``name`` configured by ``spec`` (computed, saved in ``ctx.out``)."""
     if spec.get("figure") not in DATA:
         raise ValueError(f"figure {name}: unknown builder {spec.get('figure')!r}")
+    # every figure draws the reduced theory beside its data: refuse other tokens before any work
+    check_uniform(preset(spec)[0].tokens, f"the reduced (Level-2) theory that figure {name} draws")
     return DATA[spec["figure"]](spec, ctx)

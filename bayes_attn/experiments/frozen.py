@@ -36,6 +36,7 @@ from bayes_attn._validation import check_int
 from bayes_attn.experiments.protocol import (
     collect_grid,
     held_out,
+    level2_saddle,
     member_datasets,
     point_values,
     protocol_keys,
@@ -45,7 +46,6 @@ from bayes_attn.models.network import init_embeddings
 from bayes_attn.progress import say
 from bayes_attn.task import Hyper
 from bayes_attn.theory.level1 import level1_fit, level1_map
-from bayes_attn.theory.saddles import global_saddle
 
 __all__ = ["frozen_point", "run_frozen_protocol"]
 
@@ -150,16 +150,16 @@ def frozen_point(cfg, hyper, activation: str, P: int, *, d_model: int, posterior
         post = _posteriors(task, hyper, tokens, test, act, grams, Ms, posterior_draws, nuts)
         out.update({f"exact_post_{k}": v for k, v in post.items()})
         seconds["posterior"] += time.perf_counter() - t0
-    sd = global_saddle(task, hyper, P, act)
+    sd = level2_saddle(task, hyper, P, act)  # None (and a warning) for tokens that are not uniform
     filt = classify_minima(
         xr.Dataset({"train_loss": (("member", "step"), out["exact_train_loss"][:, None])}),
-        theory_loss=sd.loss,
+        theory_loss=None if sd is None else sd.loss,
         rtol=cfg.rtol,
     )
     out["exact_global_min"] = np.asarray(filt.global_min)
-    out["theory_c1"] = sd.c1 if act == "linear" else sd.a1
-    out["theory_cG"] = sd.cG if act == "linear" else sd.aG
-    out["theory_loss"] = sd.loss
+    out["theory_c1"] = np.nan if sd is None else sd.c1 if act == "linear" else sd.a1
+    out["theory_cG"] = np.nan if sd is None else sd.cG if act == "linear" else sd.aG
+    out["theory_loss"] = np.nan if sd is None else sd.loss
     return out, seconds
 
 
@@ -196,7 +196,7 @@ def run_frozen_protocol(
     coords = {"activation": list(cfg.activations), "P": list(cfg.Ps),
               "member": np.arange(cfg.members)}  # fmt: skip
     attrs = {"d_model": d_model, "method": "frozen embeddings, whitened Level 1 (exact)",
-             "posterior_draws": posterior_draws, "L": cfg.L, "V": cfg.V, "members": cfg.members,
+             "posterior_draws": posterior_draws, **cfg.task().as_dict(), "members": cfg.members,
              "seed": cfg.seed, "rtol": cfg.rtol, "bayes_attn_version": bayes_attn.__version__,
              "map_seconds": seconds["map"], "posterior_seconds": seconds["posterior"]}  # fmt: skip
     attrs.update(hyper.as_dict())

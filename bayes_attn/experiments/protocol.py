@@ -48,6 +48,7 @@ from bayes_attn.inference.members import chain_means, sgld_program
 from bayes_attn.task import CopyTask, Hyper
 from bayes_attn.theory.level1 import level1_map
 from bayes_attn.theory.saddles import global_saddle
+from bayes_attn.tokens import parse_tokens
 
 PAPER_PS = (1, 10, 20, 60, 100, 200, 250, 275, 300, 400, 500, 600, 700, 800)
 PRESETS = ("paper", "quick")
@@ -78,6 +79,8 @@ class ProtocolConfig:
 
     L: int = 25
     V: int = 5
+    # the token source's spec (bayes_attn.tokens): "uniform", "zipf:s=1", "icl-markov:alpha=1", ...
+    tokens: str = "uniform"
     Ps: tuple[int, ...] = PAPER_PS
     members: int = 10
     num_test: int = _ADAM.num_test
@@ -111,6 +114,8 @@ class ProtocolConfig:
     def __post_init__(self):
         check_int("L", self.L, 2)
         check_int("V", self.V, 2)
+        object.__setattr__(self, "tokens", str(parse_tokens(self.tokens)))
+        self.task()  # the source fits V
         for P in self.Ps:
             check_int("P", P, 1)
         check_int("members", self.members, 1)
@@ -152,7 +157,7 @@ class ProtocolConfig:
         return getattr(cls, preset)(**changes)
 
     def task(self) -> CopyTask:
-        return CopyTask(self.L, self.V)
+        return CopyTask(self.L, self.V, self.tokens)
 
 
 def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam_params, key):
@@ -256,6 +261,20 @@ def member_datasets(cfg: ProtocolConfig, activation: str, P) -> jax.Array:
     return jax.vmap(lambda k: task.sample(k, int(P)))(keys)
 
 
+def level2_saddle(task: CopyTask, hyper: Hyper, P, activation: str):
+    """The global Level-2 saddle at ``P``, or None with a one-line warning when the task's tokens
+    are not uniform (the reduced theory is derived for uniform tokens only): the protocol then
+    leaves its ``theory_*`` columns NaN and filters the members by their own losses alone."""
+    if not task.tokens.uniform_law:
+        warnings.warn(
+            f"tokens: {task.tokens} is not uniform, so the Level-2 (theory_*) columns are NaN",
+            UserWarning,
+            stacklevel=3,
+        )
+        return None
+    return global_saddle(task, hyper, P, activation)
+
+
 def point_values(cfg, activation, P, name: str) -> tuple[str, int]:
     """(activation, P) from values, or from the deprecated grid indices (i, j) of ``cfg``."""
     if isinstance(activation, str):
@@ -313,8 +332,8 @@ def protocol_point(
         return_params=True,
         progress_bar=progress,
     )
-    sd = global_saddle(task, hyper, P, act)
-    ds = classify_minima(ds, theory_loss=sd.loss, rtol=cfg.rtol)
+    sd = level2_saddle(task, hyper, P, act)
+    ds = classify_minima(ds, theory_loss=None if sd is None else sd.loss, rtol=cfg.rtol)
     seconds["adam"] = time.perf_counter() - t0
     fin = final_state(ds)
     out = {
@@ -340,9 +359,9 @@ def protocol_point(
     seconds["sgld"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    out["theory_c1"] = sd.c1 if not soft else sd.a1
-    out["theory_cG"] = sd.cG if not soft else sd.aG
-    out["theory_loss"] = sd.loss
+    out["theory_c1"] = np.nan if sd is None else sd.c1 if not soft else sd.a1
+    out["theory_cG"] = np.nan if sd is None else sd.cG if not soft else sd.aG
+    out["theory_loss"] = np.nan if sd is None else sd.loss
     for k in ("level1_c1", "level1_cG", "level1_residual"):
         out[k] = np.nan
     if cfg.level1:

@@ -7,7 +7,8 @@ Every file that a run writes (NUTS, SGLD, SMC, Adam, sweeps) carries, in the att
 - ``level``, under the CLI's names (``reduced``, ``kernel``, ``network``; :mod:`bayes_attn.models.levels`),
   and ``model``, the model function's name;
 - the model's arguments, read by binding them to the model's signature (nothing is guessed from
-  positions): the task (``L``, ``V``), the hyperparameters (``chi``, ``g_w``, ``g_o``, ``sigma2``),
+  positions): the task (``L``, ``V``, ``tokens``: the token source's spec,
+  :mod:`bayes_attn.tokens`), the hyperparameters (``chi``, ``g_w``, ``g_o``, ``sigma2``),
   ``activation``, ``P`` (given, or the number of token sequences), ``d_model``, and every other
   option with its real type. NetCDF has no booleans, so a flag is stored as the integer 0 or 1;
   an array option is recorded by its shape (``<name>_shape``; a tuple of arrays, such as
@@ -90,7 +91,7 @@ def model_attrs(model, model_args=(), model_kwargs=None) -> dict:
         raise TypeError(f"model_args / model_kwargs do not fit {attrs['model']}: {err}") from None
     for name, value in bound.arguments.items():
         if isinstance(value, bayes_attn.CopyTask):
-            attrs.update(L=value.L, V=value.V)
+            attrs.update(value.as_dict())  # L, V and the token source's spec
         elif isinstance(value, bayes_attn.Hyper):
             attrs.update(value.as_dict())
         elif name == "tokens" and np.ndim(value) == 2:
@@ -187,6 +188,8 @@ def header(attrs) -> str:
     for key in ("P", "L", "V", "d_model", "chi", "sigma2"):
         if key in a:
             parts.append(f"{key}={np.asarray(a[key]).item():g}")
+    if str(a.get("tokens", "uniform")) != "uniform":
+        parts.append(f"tokens {a['tokens']}")
     if what == "adam" or a.get("trainer") == "adam":
         parts.extend(_ensemble_words(a))
     else:

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from bayes_attn import algebra
+from bayes_attn.tokens import check_uniform
 
 
 class Scales(NamedTuple):
@@ -29,7 +30,13 @@ class Scales(NamedTuple):
 
 
 def scales(task, hyper) -> Scales:
-    """Collect (L, V, g_W, g_O, sigma^2) from a CopyTask and a Hyper."""
+    """Collect (L, V, g_W, g_O, sigma^2) from a CopyTask and a Hyper.
+
+    The gate of the reduced theory: a task whose tokens are not i.i.d. uniform raises a
+    ``ValueError`` naming ``tokens`` (:func:`bayes_attn.tokens.check_uniform`)."""
+    source = getattr(task, "tokens", None)
+    if source is not None:
+        check_uniform(source)
     f = lambda x: jnp.asarray(x, dtype=jnp.float64)  # noqa: E731
     return Scales(f(task.L), f(task.V), f(hyper.g_w), f(hyper.g_o), f(hyper.sigma2))
 

@@ -64,10 +64,11 @@ def _action_and_grad(x, tokens, factor, task, hyper, activation, include_logdet)
 @functools.lru_cache(maxsize=256)
 def theory_start(task, hyper, P: int, activation: str) -> np.ndarray:
     """The minimum-norm M of the global Level-2 saddle at ``P`` (read-only; cached, so that an
-    ensemble's members, which share it, solve the saddle once per (activation, P))."""
+    ensemble's members, which share it, solve the saddle once per (activation, P)). With tokens
+    that are not uniform it is the uniform task's saddle: a start, not a prediction."""
     from bayes_attn.theory.saddles import global_saddle
 
-    sd = global_saddle(task, hyper, P, activation)
+    sd = global_saddle(task.uniform(), hyper, P, activation)
     c1 = sd.c1 if activation == "linear" else -sd.cG / task.L  # softmax: the cheapest c1
     M0 = np.asarray(algebra.min_norm_M(algebra.reduced_logits(c1, sd.cG, task.L), task.V))
     M0.flags.writeable = False

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-import bayes_attn as ba
+from bayes_attn.task import preset_from_attrs
 from bayes_attn.theory import phase_diagram
 
 
@@ -62,10 +62,7 @@ def main():
     runs = {int(xr.open_dataset(f, engine="h5netcdf").attrs["d_model"]): f for f in args.files}
     runs = {d: xr.load_dataset(f, engine="h5netcdf") for d, f in sorted(runs.items())}
     first = next(iter(runs.values()))
-    task = ba.CopyTask(int(first.attrs["L"]), int(first.attrs["V"]))
-    hyper = ba.Hyper(
-        first.attrs["chi"], first.attrs["g_w"], first.attrs["g_o"], first.attrs["sigma2"]
-    )
+    task, hyper = preset_from_attrs(first.attrs)
     Pf = np.geomspace(1, 3000, 200)
     acts = list(first.activation.values)
     fig, axes = plt.subplots(len(acts), 2, figsize=(10, 4 * len(acts)), squeeze=False)
