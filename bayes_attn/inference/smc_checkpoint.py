@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -206,13 +207,21 @@ class Checkpoint(NamedTuple):
         flat, treedef = jax.tree.flatten(template)
         leaves = [jnp.asarray(data[f"state/{i}"], dtype=t.dtype) for i, t in enumerate(flat)]
         counts = np.cumsum(np.concatenate([[0], data["records/count"]]))
-        columns = [data[f"records/{f}"].tolist() for f in StepRecord._fields]
+        total = int(np.sum(data["records/count"]))
+        # a field added since the file was written (mean_log_likelihood) reads as NaN
+        columns = [
+            data[f"records/{f}"].tolist() if f"records/{f}" in data else [math.nan] * total
+            for f in StepRecord._fields
+        ]
         rows = [StepRecord(*values) for values in zip(*columns, strict=True)]
         records = [rows[a:b] for a, b in zip(counts[:-1], counts[1:], strict=True)]
         stage = str(data["stage"])
         last = None
         if stage == REJUVENATED:
-            last = StepRecord(*(data[f"last/{f}"] for f in StepRecord._fields))
+            last = StepRecord(
+                *(data.get(f"last/{f}", np.full_like(data["last/ess"], math.nan))
+                  for f in StepRecord._fields)
+            )  # fmt: skip
         return Saved(
             stage,
             jax.random.wrap_key_data(data["key_data"], impl=key_impl),

@@ -69,6 +69,7 @@ PER_STEP = {
     "correlation": "mixing_correlation",
     "ess": "ess",
     "move_scale": "move_scale",
+    "mean_log_likelihood": "mean_log_likelihood",
 }
 
 
@@ -199,7 +200,8 @@ def tempering_steps(idata):
     Columns: ``run``, ``step``, ``lambda``, ``log_evidence_increment``, ``acceptance_rate``,
     ``num_moves``, ``mixing_correlation``, ``ess`` (of the incremental weights), ``move_scale``
     (the RWM scale or HMC step of the step's moves; absent in files written before it was
-    recorded).
+    recorded), ``mean_log_likelihood`` (the weighted mean of the tempered part after the step, its
+    expectation at that lambda; absent in older files).
     """
     import pandas as pd
 
@@ -215,6 +217,7 @@ def tempering_steps(idata):
         "mixing_correlation": "mixing_correlation",
         "ess": "ess",
         "move_scale": "move_scale",
+        "mean_log_likelihood": "mean_log_likelihood",
     }
     data = {"run": run, "step": step}
     data.update({k: np.asarray(a[v]) for k, v in cols.items() if v in a})

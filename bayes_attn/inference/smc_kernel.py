@@ -171,6 +171,14 @@ class StepRecord(NamedTuple):
         The ESS of the incremental weights after the moves (``1 / sum w^2``).
     move_scale : scalar
         The RWM scale or the HMC step (before jitter) of the step's moves.
+    mean_log_likelihood : scalar
+        The weighted mean of the tempered part ``loglikelihood_fn`` over the particles after the
+        step: its expectation under pi_lambda at the new lambda. It is read off the weights, with
+        no new evaluation: the weights are ``w_i = exp(dl l_i) / sum_j exp(dl l_j)`` with ``dl``
+        the step's increment of lambda, and the log increment is ``log mean_j exp(dl l_j)``, so
+        ``dl l_i = log w_i + log_increment + log N`` and ``sum_i w_i l_i = (sum_i w_i log w_i +
+        log_increment + log N) / dl``. NaN for a step that does not move lambda (the
+        rejuvenation at lambda = 1).
     """
 
     tempering_param: jax.Array
@@ -180,6 +188,7 @@ class StepRecord(NamedTuple):
     correlation: jax.Array
     ess: jax.Array
     move_scale: jax.Array
+    mean_log_likelihood: jax.Array = math.nan  # absent from records made before it
 
 
 class RunState(NamedTuple):
@@ -417,6 +426,17 @@ def init(
     return RunState(StateWithParameterOverride(sampler_state, params), jnp.arange(num_particles))
 
 
+def _mean_log_likelihood(weights, log_increment, delta):
+    """The weighted mean of ``loglikelihood_fn`` after a step, from its weights alone
+    (:class:`StepRecord`); NaN where ``delta`` (the step's increment of lambda) is 0."""
+    w_log_w = jnp.sum(
+        jnp.where(weights > 0, weights * jnp.log(jnp.where(weights > 0, weights, 1.0)), 0.0)
+    )
+    n = weights.shape[0]
+    safe = jnp.where(delta > 0, delta, 1.0)
+    return jnp.where(delta > 0, (w_log_w + log_increment + jnp.log(n)) / safe, jnp.nan)
+
+
 def build_kernel(
     logprior_fn: Callable,
     loglikelihood_fn: Callable,
@@ -475,6 +495,11 @@ def build_kernel(
             correlation=m.correlation,
             ess=1.0 / jnp.sum(new.sampler_state.weights**2),
             move_scale=m.knob,
+            mean_log_likelihood=_mean_log_likelihood(
+                new.sampler_state.weights,
+                info.log_likelihood_increment,
+                new.sampler_state.tempering_param - state.smc.sampler_state.tempering_param,
+            ),
         )
         keep = (state.smc.sampler_state.tempering_param >= 1.0) & ~force
         new = jax.tree.map(lambda a, b: jnp.where(keep, a, b), state.smc, new)
