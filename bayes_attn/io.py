@@ -17,13 +17,23 @@ import xarray as xr
 __all__ = ["concat_disjoint", "merge_netcdf", "write_atomic"]
 
 
-def write_atomic(ds: xr.Dataset, path) -> None:
-    """Write ``ds`` to ``path`` (NetCDF, h5netcdf) through a temporary file and ``os.replace``:
-    a reader, or a kill at any moment, sees the old file or the new one, never a torn one."""
+def write_atomic(ds, path) -> None:
+    """Write ``ds`` (an ``xarray.Dataset``, or an ArviZ result written by
+    :func:`bayes_attn._arviz.to_netcdf`) to ``path`` (NetCDF, h5netcdf) through a temporary file
+    and ``os.replace``: a reader, or a kill at any moment, sees the old file or the new one, never
+    a torn one. The only atomic write of the package."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    ds.to_netcdf(tmp, engine="h5netcdf")
-    os.replace(tmp, path)
+    try:
+        if isinstance(ds, xr.Dataset):
+            ds.to_netcdf(tmp, engine="h5netcdf")
+        else:
+            from bayes_attn import _arviz as az
+
+            az.to_netcdf(ds, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def concat_disjoint(parts, dim: str, *, expected=None, names=None) -> xr.Dataset:

@@ -323,9 +323,10 @@ def test_cli_landscape_on_two_processes_equals_one(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # a small run, not to be trusted (its verdict would exit 1): only the merge is checked here
     argv = [sys.executable, "-m", "bayes_attn.cli", "-q", "landscape", "--level", "reduced",
             "--P", "276", "--samples", "60", "--warmup", "30", "--windows", "16", "--refine", "0",
-            "--seed", "4"]  # fmt: skip
+            "--seed", "4", "--allow-untrusted"]  # fmt: skip
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     procs = [subprocess.Popen([*argv, "--out", str(tmp_path / "two.nc"), "--num-processes", "2",
                                "--process-id", str(i), "--coordinator", f"127.0.0.1:{port}"],

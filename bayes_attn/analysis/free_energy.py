@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -41,11 +42,16 @@ from bayes_attn._validation import check_int, check_positive
 from bayes_attn.progress import say
 from bayes_attn.theory.profile import reduced_profile
 
-__all__ = ["free_energy_profile", "landscape_report", "landscape_text", "profile_mean",
-           "profile_minima"]  # fmt: skip
+__all__ = ["Verdict", "free_energy_profile", "landscape_report", "landscape_text", "profile_mean",
+           "profile_minima", "profile_verdict"]  # fmt: skip
 
 #: pymbar's rule of thumb for the overlap of neighbouring states
 MIN_OVERLAP = 0.03
+#: the verdict's bounds on each window's R-hat and bulk ESS of q (:func:`profile_verdict`): one
+#: split chain of 250 draws (Level 1's default) scatters its R-hat by a few hundredths, so the
+#: classic 1.1; fewer than 20 independent draws in a window leave MBAR's weights there to chance
+MAX_WINDOW_RHAT = 1.1
+MIN_WINDOW_ESS = 20
 
 
 def _subsample(q) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -98,6 +104,22 @@ def _expect(mbar, indicators) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(out["mu"]), cov
 
 
+def _bin_masses(mbar, ind) -> tuple[np.ndarray, np.ndarray]:
+    """Each bin's unbiased mass and their covariance. A bin no draw falls in has mass 0 and no
+    covariance (nan): pymbar takes the log of each observable, and one that is zero for every
+    draw would make the whole covariance nan, every bin's standard error with it."""
+    full = ind.any(axis=1)
+    if full.all():
+        return _expect(mbar, ind.astype(np.float64))
+    n = ind.shape[0]
+    mu, cov = np.zeros(n), np.full((n, n), np.nan)
+    if full.any():
+        m, c = _expect(mbar, ind[full].astype(np.float64))
+        mu[full] = m
+        cov[np.ix_(full, full)] = c
+    return mu, cov
+
+
 def _log_ratio(mu, cov, i, j) -> tuple[float, float]:
     """``log mu_i - log mu_j`` and its delta-method standard error."""
     if mu[i] <= 0 or mu[j] <= 0:
@@ -108,8 +130,7 @@ def _log_ratio(mu, cov, i, j) -> tuple[float, float]:
 
 def _delta_F(mbar, q_n, divide) -> dict:
     """Each side's mass of ``divide`` and Delta F = log P(below) - log P(above), with s.e."""
-    ind = np.stack([(q_n < divide), (q_n >= divide)]).astype(np.float64)
-    mu, cov = _expect(mbar, ind)
+    mu, cov = _bin_masses(mbar, np.stack([(q_n < divide), (q_n >= divide)]))
     dF, se = _log_ratio(mu, cov, 0, 1)
     return {"mass_below": mu[0], "mass_above": mu[1], "delta_F": dF, "delta_F_se": se}
 
@@ -212,13 +233,17 @@ def free_energy_profile(
         ``delta_F_divide``, ``delta_F_divide_se``. Attrs: the run's record and ``cv``.
     """
     min_depth = check_positive("min_depth", min_depth)
+    if divide is not None and not math.isfinite(divide := float(divide)):
+        raise ValueError(f"divide must be a finite value of the order parameter, got {divide}")
+    if divides is not None and not np.all(np.isfinite(np.asarray(divides, dtype=np.float64))):
+        raise ValueError("divides must be finite values of the order parameter")
     q, centres, kappa, cv = _windows(idata)
     q_n, N_k, g = _subsample(q)
     mbar = _mbar(q_n, N_k, centres, kappa)
     edges = _bins(q_n, grid)
     width = np.diff(edges)
     ind = np.stack([(q_n >= a) & (q_n < b) for a, b in zip(edges[:-1], edges[1:], strict=True)])
-    mu, cov = _expect(mbar, ind.astype(np.float64))
+    mu, cov = _bin_masses(mbar, ind)
     with np.errstate(divide="ignore", invalid="ignore"):
         F = np.where(mu > 0, -np.log(mu / width), np.inf)
         F_se = np.where(mu > 0, np.sqrt(np.clip(np.diag(cov), 0, None)) / mu, np.nan)
@@ -305,11 +330,9 @@ def landscape_report(idata, *, grid=None, divide=None, divides=None) -> xr.Datas
         prof[name] = ("window", const[name].values)
     act = str(a.get("activation", "softmax"))
     if "L" in a and (act, a.get("cv")) in (("softmax", "aG"), ("linear", "cG")):
-        from bayes_attn.task import CopyTask, Hyper
+        from bayes_attn.task import preset_from_attrs
 
-        task = CopyTask(L=int(a["L"]), V=int(a["V"]))
-        hyper = Hyper(chi=float(a["chi"]), g_w=float(a["g_w"]), g_o=float(a["g_o"]),
-                      sigma2=float(a["sigma2"]))  # fmt: skip
+        task, hyper = preset_from_attrs(a)  # tokens too: Level 2 refuses all but uniform ones
         logdet = bool(a.get("include_logdet", 1)) if a.get("level") == "reduced" else True
         try:
             prof["F_level2"] = ("q", _bin_profile(task, hyper, float(a["P"]), prof, logdet, act))
@@ -342,14 +365,66 @@ def profile_mean(prof) -> float:
     return float(np.sum((w * prof.q.values)[ok]) / np.sum(w[ok]))
 
 
+class Verdict(NamedTuple):
+    """Whether a profile is to be trusted (:func:`profile_verdict`): ``trusted``, the
+    ``failures`` that make it not, and ``notes`` that do not decide it (the windows' coverage)."""
+
+    trusted: bool
+    failures: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    def line(self) -> str:
+        if self.trusted:
+            return ("verdict: to be trusted (neighbour overlap >= "
+                    f"{MIN_OVERLAP}, window R-hat <= {MAX_WINDOW_RHAT}, ESS >= {MIN_WINDOW_ESS})")  # fmt: skip
+        return "verdict: NOT to be trusted: " + "; ".join(self.failures)
+
+
+def profile_verdict(prof) -> Verdict:
+    """The one judgement of a landscape (:func:`landscape_report`), printed by ``bayes-attn
+    diagnose`` and ``bayes-attn landscape`` (which exits non-zero on it): not to be trusted where
+    neighbouring windows overlap less than :data:`MIN_OVERLAP` (MBAR cannot join them), a
+    window's R-hat of q exceeds :data:`MAX_WINDOW_RHAT` or its bulk ESS is under
+    :data:`MIN_WINDOW_ESS` (its chain has not mixed in its window). Where the windows cover one
+    basin only (the run's ``coverage`` attr), a note says so."""
+    failures, notes = [], []
+    ov = float(prof.min_overlap_next)
+    if not ov >= MIN_OVERLAP:
+        bad = np.flatnonzero(~(prof.overlap_next.values[:-1] >= MIN_OVERLAP))
+        c = prof.centre.values
+        where = ", ".join(f"{c[k]:.3g}-{c[k + 1]:.3g}" for k in bad[:4])
+        failures.append(f"neighbour overlap {ov:.3f} < {MIN_OVERLAP} ({bad.size} gap(s): {where}"
+                        f"{', ...' if bad.size > 4 else ''}); add windows or draws")  # fmt: skip
+    if "r_hat" in prof:
+        r, ess = prof.r_hat.values, prof.ess_bulk.values
+        if np.any(r > MAX_WINDOW_RHAT):
+            failures.append(f"window R-hat {np.nanmax(r):.3f} > {MAX_WINDOW_RHAT} "
+                            f"({int(np.sum(r > MAX_WINDOW_RHAT))} window(s)); run longer")  # fmt: skip
+        if np.any(ess < MIN_WINDOW_ESS):
+            failures.append(f"window ESS {np.nanmin(ess):.0f} < {MIN_WINDOW_ESS} "
+                            f"({int(np.sum(ess < MIN_WINDOW_ESS))} window(s)); run longer")  # fmt: skip
+    if prof.attrs.get("coverage"):
+        notes.append(f"warning: {prof.attrs['coverage']}")
+    return Verdict(not failures, tuple(failures), tuple(notes))
+
+
 def landscape_text(prof) -> str:
-    """A few lines: the minima, the barrier, Delta F at the divide, the overlap, the windows."""
+    """A few lines: the minima, the barrier, Delta F at the divide, the overlap, the windows,
+    Level 2 on the same bins, and the verdict (:func:`profile_verdict`)."""
     a = prof.attrs
     lines = [f"free-energy profile of {a.get('cv', 'q')} by umbrella sampling + MBAR "
              f"({prof.sizes['window']} windows)"]  # fmt: skip
+    lo, hi = float(prof.edge_lo.values[0]), float(prof.edge_hi.values[-1])
+    lines.append(f"F = -log p({a.get('cv', 'q')}), p the posterior density normalised over the "
+                 f"{prof.sizes['q']} bins from {lo:.3f} to {hi:.3f} (nats)")  # fmt: skip
     mins = ", ".join(f"{q:.3f} (F {F:.2f})" for q, F in
                      zip(prof.q_minimum.values, prof.F_minimum.values, strict=True))  # fmt: skip
     lines.append(f"minima: {mins or 'none'}")
+    empty = ~np.isfinite(prof.F.values)
+    if empty.any():
+        lines.append(f"{int(empty.sum())} bin(s) empty (no draw after subsampling, F = inf): at "
+                     + ", ".join(f"{x:.3f}" for x in prof.q.values[empty][:6])
+                     + (", ..." if empty.sum() > 6 else ""))  # fmt: skip
     if math.isfinite(float(prof.q_barrier)):
         lines.append(f"barrier at {float(prof.q_barrier):.3f}: {float(prof.barrier_below):.2f} "
                      f"above the lower-q minimum, {float(prof.barrier_above):.2f} above the "
@@ -366,5 +441,28 @@ def landscape_text(prof) -> str:
         lines.append(f"per-window R-hat max {np.nanmax(r):.3f}, ESS min {np.nanmin(prof.ess_bulk):.0f},"
                      f" acceptance {np.nanmin(prof.acceptance):.2f}-{np.nanmax(prof.acceptance):.2f}")  # fmt: skip
     if "F_level2" in prof:
-        lines.append("Level 2 beside it: F_level2 on the same bins")
+        lines.append(_level2_line(prof))
+    verdict = profile_verdict(prof)
+    lines.extend(verdict.notes)
+    lines.append(verdict.line())
     return "\n".join(lines)
+
+
+def _level2_line(prof) -> str:
+    """The exact Level-2 profile on the same bins, in numbers: F at the MBAR minima, Delta F at
+    the same divide, and the largest gap to MBAR in standard errors."""
+    F2, F, se = prof.F_level2.values, prof.F.values, prof.F_se.values
+    q = prof.q.values
+    at = [f"{x:.3f}: {F2[int(np.argmin(np.abs(q - x)))]:.2f}" for x in prof.q_minimum.values]
+    parts = [f"F at the minima {', '.join(at)}"] if at else []
+    divide = float(prof.divide)
+    mass = np.exp(-F2) * (prof.edge_hi - prof.edge_lo).values
+    below, above = np.nansum(mass[q < divide]), np.nansum(mass[q >= divide])
+    if math.isfinite(divide) and below > 0 and above > 0:
+        parts.append(f"Delta F {math.log(below) - math.log(above):.3f} at {divide:.3f}")
+    ok = np.isfinite(F) & np.isfinite(F2) & (se > 0)
+    if ok.any():
+        z = np.abs(F - F2)[ok] / se[ok]
+        parts.append(f"largest |F - F_level2| {np.max(np.abs(F - F2)[ok]):.2f} nats, "
+                     f"{np.max(z):.1f} s.e. ({ok.sum()} bins)")  # fmt: skip
+    return "Level 2 on the same bins: " + ("; ".join(parts) or "no finite bin")

@@ -16,6 +16,7 @@ docs/theory.md, "The free-energy landscape"; docs/validation.md, "Free-energy pr
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -27,22 +28,57 @@ from bayes_attn._validation import check_activation, check_gram, check_int
 from bayes_attn.analysis.free_energy import landscape_report, landscape_text
 from bayes_attn.distributed import part_paths, wait_until
 from bayes_attn.experiments.coexistence import phase_starts
-from bayes_attn.inference.umbrella import merge_umbrella, run_umbrella
+from bayes_attn.inference.umbrella import UmbrellaSettings, merge_umbrella, run_umbrella
+from bayes_attn.io import write_atomic
 from bayes_attn.models.levels import model_at, model_with_data, seed_embeddings
 from bayes_attn.progress import say
 from bayes_attn.theory import global_saddle
 from bayes_attn.theory.level1 import level1_map
 
-__all__ = ["CV", "LANDSCAPE_LEVELS", "landscape_on_hosts", "landscape_report", "landscape_text",
-           "run_landscape", "write_landscape"]  # fmt: skip
+__all__ = ["CV", "LANDSCAPE_LEVELS", "check_landscape_P", "checkpoint_path", "landscape_on_hosts",
+           "landscape_report", "landscape_text", "run_landscape", "write_landscape"]  # fmt: skip
 
 #: the levels a landscape is measured at (the network's own posterior is Level 1 with its Gram)
 LANDSCAPE_LEVELS = ("reduced", "kernel")
-#: run_umbrella's vectorisation and metric per level: Level 2 is one cheap dimension (every window
-#: vectorised, a Hessian per window); Level 1's gradient does not vectorise on a CPU and its
-#: Hessian costs 900 Hessian-vector products (one chain at a time, the two modes' Hessians)
-LEVEL_SETTINGS = {"reduced": {"batch": 0, "metric": "window"},
-                  "kernel": {"batch": 1, "metric": "mode"}}  # fmt: skip
+#: run_umbrella's vectorisation and metric per level, from UmbrellaSettings.for_level: Level 2 is
+#: one cheap dimension (every window vectorised, a Hessian per window); Level 1's gradient does
+#: not vectorise on a CPU and its Hessian costs 900 Hessian-vector products (one chain at a time,
+#: the two modes' Hessians)
+LEVEL_SETTINGS = {level: UmbrellaSettings.for_level(level).options("batch", "metric")
+                  for level in LANDSCAPE_LEVELS}  # fmt: skip
+
+
+def _kernel_bytes_per_sequence(task) -> int:
+    """About the bytes a Level-1 gradient holds per training sequence (float64: the one-hot
+    features, L x n, and the L x L logits, attention and their cotangents, twice over)."""
+    return 8 * 2 * (task.L * task.n_features + 4 * task.L * task.L)
+
+
+def check_landscape_P(task, hyper, P, level: str):
+    """``P`` if a landscape at ``level`` can be run at it, else ``ValueError`` naming P, before
+    any work: at most the theory's largest P (:func:`bayes_attn.theory.saddles.check_P_in_range`:
+    the float64 reduced action loses its digits beyond it, and every level starts from the Level-2
+    minima); at Level 1 a whole number of sequences whose gradient fits in memory (the device's
+    limit, :func:`bayes_attn.inference.memory.memory_limit`, or the machine's RAM)."""
+    from bayes_attn.inference.memory import memory_limit
+    from bayes_attn.theory.saddles import check_P_in_range
+
+    P = check_P_in_range(task, hyper, P)
+    if level != "kernel":
+        return float(P)
+    if P != math.floor(P):
+        raise ValueError(f"P must be a whole number of sequences at level kernel, got {P:g}")
+    limit = memory_limit()
+    if limit is None:
+        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    most = limit // _kernel_bytes_per_sequence(task)
+    if P > most:
+        raise ValueError(f"P must be <= {most:.3g} at level kernel: a gradient at P = {P:g} holds "
+                         f"about {P * _kernel_bytes_per_sequence(task) / 1e9:.3g} GB, more than the "
+                         f"{limit / 1e9:.3g} GB this machine has")  # fmt: skip
+    return int(P)
+
+
 #: the order parameter each activation's landscape is of
 CV = {"softmax": "aG", "linear": "cG"}
 
@@ -114,8 +150,9 @@ def run_landscape(
         The dataset's and the sampler's seed.
     **umbrella
         Options of :func:`~bayes_attn.inference.run_umbrella` (``num_warmup``, ``num_samples``,
-        ``num_chains``, ``centres``, ``kappa``, ``refine``, ...); ``batch`` and ``metric`` default
-        to :data:`LEVEL_SETTINGS` of the level.
+        ``num_chains``, ``centres``, ``kappa``, ``refine``, ``checkpoint``, ...); the sampler's
+        options default to the level's
+        (:meth:`~bayes_attn.inference.umbrella.UmbrellaSettings.for_level`).
 
     Returns
     -------
@@ -124,13 +161,15 @@ def run_landscape(
         for a given ``gram``).
     """
     check_activation(activation)
+    if level in LANDSCAPE_LEVELS:
+        P = check_landscape_P(task, hyper, P, level)
     model, args, kwargs = landscape_model(task, hyper, P, level, activation, tokens=tokens,
                                           gram_width=gram_width, gram=gram, seed=seed,
                                           include_logdet=include_logdet)  # fmt: skip
     starts = _starts(task, hyper, P, level, activation, args, kwargs)
     say("landscape: %s level at P = %g, %s, windows from %s", level, P, activation,
         "both phases' modes" if activation == "softmax" else "the MAP", enabled=progress)  # fmt: skip
-    umbrella = {**LEVEL_SETTINGS[level], **umbrella}
+    umbrella = {**UmbrellaSettings.for_level(level).options(), **umbrella}
     idata = run_umbrella(model, CV[activation], model_args=args, model_kwargs=kwargs,
                          starts=starts, seed=seed, progress=progress, **umbrella)  # fmt: skip
     width = -1 if gram is not None else int(gram_width or 0)
@@ -157,19 +196,26 @@ def landscape_on_hosts(task, hyper, P, level, activation, out, process, *, progr
     and writes ``OUT.part-I-of-N.nc`` (:func:`bayes_attn.distributed.part_paths`); process 0
     waits for every part, merges them (:func:`bayes_attn.inference.umbrella.merge_umbrella`),
     writes ``out`` and returns the result, the others return None. Refinement needs every
-    window, so it is off (``refine = 0``) with more than one process."""
+    window, so it is off (``refine = 0``) with more than one process. Each process keeps its
+    finished windows beside its file (:func:`checkpoint_path`) until that file is written, so an
+    interrupted run started again with the same arguments resumes them."""
     n, i = process.num_processes, process.process_id
     if n == 1:
-        idata = run_landscape(task, hyper, P, level, activation, progress=progress, **opts)
+        ckpt = checkpoint_path(out)
+        idata = run_landscape(task, hyper, P, level, activation, progress=progress,
+                              checkpoint=ckpt, **opts)  # fmt: skip
         write_landscape(idata, out)
+        ckpt.unlink(missing_ok=True)
         return idata
     if opts.pop("refine", 0):
         say("landscape: refinement is off with %d processes (it needs every window)", n,
             enabled=progress)  # fmt: skip
     parts = part_paths(out, n)
+    ckpt = checkpoint_path(parts[i])
     idata = run_landscape(task, hyper, P, level, activation, progress=progress, refine=0,
-                          share=(i, n), **opts)  # fmt: skip
+                          share=(i, n), checkpoint=ckpt, **opts)  # fmt: skip
     write_landscape(idata, parts[i])
+    ckpt.unlink(missing_ok=True)
     if i != 0:
         return None
     wait_until(lambda: (all(p.exists() for p in parts), [str(p) for p in parts if not p.exists()]))
@@ -179,9 +225,15 @@ def landscape_on_hosts(task, hyper, P, level, activation, out, process, *, progr
 
 
 def write_landscape(idata, path) -> None:
-    """Write a landscape (:func:`run_landscape`) to NetCDF atomically."""
+    """Write a landscape (:func:`run_landscape`) to NetCDF atomically
+    (:func:`bayes_attn.io.write_atomic`), its folder created."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    az.to_netcdf(idata, tmp)
-    os.replace(tmp, path)
+    write_atomic(idata, path)
+
+
+def checkpoint_path(out) -> Path:
+    """The file beside ``out`` that keeps an unfinished landscape's windows
+    (``OUT.windows.nc``; :class:`bayes_attn.inference.umbrella.WindowStore`)."""
+    out = Path(out)
+    return out.with_name(out.name + ".windows.nc")

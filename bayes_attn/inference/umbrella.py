@@ -31,10 +31,19 @@ Each window
 3. runs ``num_chains`` BlackJAX NUTS chains: ``num_warmup`` steps of dual averaging of the step,
    then ``num_samples`` draws, recording every scalar site.
 
-Default placement (no ``centres``): from the modes' q and the Laplace standard deviation of q at
-each, windows run from ``past`` standard deviations below the lowest mode to ``past`` above the
-highest, evenly spaced by the smallest mode's standard deviation (between 8 and ``max_windows``
-windows), with ``kappa = 1 / spacing^2`` (each bias one spacing wide, so neighbours overlap).
+The windows run as compiled calls (all at once where they are vectorised together, ``batch``
+0; otherwise as many as fill one batch), each in a worker thread the caller waits on, so that
+Ctrl-C stops the run within a second (:func:`interruptible`); with ``checkpoint`` the finished
+windows are kept after each call (:class:`WindowStore`) and a rerun resumes them.
+
+Default placement (no ``centres``): the modes are found from ``starts`` (default: a start in
+each phase of the package's softmax models, :func:`bayes_attn.theory.modes.phase_starts`; for
+any other model NumPyro's initial values from four keys); from the modes' q and the Laplace
+standard deviation of q at each, windows run from ``past`` standard deviations below the lowest
+mode to ``past`` above the highest, evenly spaced by the smallest mode's standard deviation
+(between 8 and ``max_windows`` windows), with ``kappa = 1 / spacing^2`` (each bias one spacing
+wide, so neighbours overlap). Where the windows cover one basin only, a :class:`CoverageWarning`
+says so.
 Refinement (``refine`` rounds): where two neighbours' histograms of q overlap less than
 ``min_overlap``, a window is added at the midpoint of their centres, started from the nearer
 neighbour's last draw, and the new windows are run.
@@ -47,8 +56,14 @@ Torrie & Valleau (1977), umbrella sampling; Shirts & Chodera (2008), MBAR; Käst
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
+import hashlib
 import math
+import threading
 import time
+import warnings
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -59,13 +74,14 @@ from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.distributed import process_share
 from bayes_attn.inference import potential
-from bayes_attn.inference._call import resolve_key
 from bayes_attn.inference.members import adapt_nuts_step
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.sharding import member_mesh, sharded_map
+from bayes_attn.keys import resolve_key
 from bayes_attn.progress import announce, duration, say, seconds_per_call
 
-__all__ = ["UmbrellaPlan", "merge_umbrella", "overlap", "plan_windows", "run_umbrella"]
+__all__ = ["CoverageWarning", "UmbrellaPlan", "UmbrellaSettings", "WindowStore", "fingerprint",
+           "interruptible", "merge_umbrella", "overlap", "plan_windows", "run_umbrella"]  # fmt: skip
 
 #: gradients per NUTS transition in the cost estimate (low, high): trees of depth 2 to 8
 GRADIENTS_PER_DRAW = (3, 255)
@@ -73,6 +89,51 @@ GRADIENTS_PER_DRAW = (3, 255)
 RELAX_STEPS = 60
 #: the windows' metrics (run_umbrella's ``metric``)
 METRICS = ("window", "mode")
+
+
+@dataclasses.dataclass(frozen=True)
+class UmbrellaSettings:
+    """:func:`run_umbrella`'s options and their defaults (the one place they are set).
+
+    ``UmbrellaSettings()`` holds :func:`run_umbrella`'s own defaults; :meth:`for_level` the
+    landscape's at a level, which ``bayes-attn landscape`` and the ``landscape`` sweep read.
+    The fields are :func:`run_umbrella`'s keyword arguments of the same names.
+    """
+
+    num_warmup: int = 200
+    num_samples: int = 500
+    num_chains: int = 2
+    max_windows: int = 48
+    refine: int = 1
+    min_overlap: float = 0.1
+    past: float = 4.0
+    target_accept: float = 0.8
+    batch: int = 0
+    metric: str = "window"
+
+    @classmethod
+    def for_level(cls, level: str) -> UmbrellaSettings:
+        """The landscape's settings at ``level``. Level 2 (``reduced``: one dimension, every
+        window vectorised, a Hessian per window) takes :func:`run_umbrella`'s defaults: with
+        fewer draws or one chain its barrier windows mix too little to be trusted at Table 1
+        (docs/validation.md, "Free-energy profiles"). Level 1 (``kernel``: 900 dimensions,
+        a gradient that does not vectorise on a CPU) runs one chain of 100 warm-up steps and 250
+        draws in at most 32 windows, one chain at a time, with the two modes' Hessians as the
+        metric (``metric="mode"``): the budget validated against SMC at the small preset."""
+        if level == "reduced":
+            return cls()
+        if level == "kernel":
+            return cls(num_warmup=100, num_samples=250, num_chains=1, max_windows=32, batch=1,
+                       metric="mode")  # fmt: skip
+        raise ValueError(f"level must be 'reduced' or 'kernel', got {level!r}")
+
+    def options(self, *names) -> dict:
+        """The fields ``names`` (default all) as keyword arguments of :func:`run_umbrella`."""
+        o = dataclasses.asdict(self)
+        return {n: o[n] for n in (names or o)}
+
+
+_DEFAULT = UmbrellaSettings()
 
 
 class UmbrellaPlan(NamedTuple):
@@ -102,15 +163,54 @@ class UmbrellaPlan(NamedTuple):
 # Placement
 
 
-def _default_starts(pot, key) -> list[dict]:
-    """NumPyro's own initial value (uniform in [-2, 2] unconstrained), constrained, as one start."""
+#: NumPyro initial values tried for a model the default placement does not know
+GENERIC_STARTS = 4
+
+
+def _default_starts(model, pot, key) -> list[dict]:
+    """The starts of the default placement: one inside each phase of the package's softmax
+    models (:func:`bayes_attn.theory.modes.phase_starts`: the Level-2 minima, realised at
+    Level 1 and in a network with frozen embeddings), so that the windows span both phases;
+    for any other model, NumPyro's own initial values (uniform in [-2, 2] unconstrained) from
+    :data:`GENERIC_STARTS` keys, the first being ``key``'s."""
+    known = _phase_starts(model, pot.model_args, pot.model_kwargs)
+    if known is not None:
+        return known
     from numpyro.infer.util import initialize_model
 
-    info = initialize_model(
-        key, pot.model, model_args=pot.model_args, model_kwargs=pot.model_kwargs
-    )
-    sites = pot.sites(pot.ravel(info.param_info.z))
-    return [{n: sites[n] for n in pot.shapes}]
+    out = []
+    for k in [key, *jax.random.split(key, GENERIC_STARTS - 1)]:
+        info = initialize_model(
+            k, pot.model, model_args=pot.model_args, model_kwargs=pot.model_kwargs
+        )
+        sites = pot.sites(pot.ravel(info.param_info.z))
+        out.append({n: sites[n] for n in pot.shapes})
+    return out
+
+
+def _phase_starts(model, args, kwargs) -> list[dict] | None:
+    """A start in each softmax phase for the package's models, None for any other model."""
+    from bayes_attn.models.kernel_limit import kernel_limit_model
+    from bayes_attn.models.network import network_model
+    from bayes_attn.models.order_params import order_param_model
+    from bayes_attn.theory.modes import phase_starts
+
+    if len(args) < 4 or args[3] != "softmax":
+        return None
+    task, hyper, data = args[0], args[1], args[2]
+    if model is order_param_model:
+        st = phase_starts(task, hyper, float(data), "reduced")
+    elif model is kernel_limit_model:
+        st = phase_starts(task, hyper, float(np.shape(data)[0]), "kernel")
+    elif (model is network_model and kwargs.get("embeddings") is not None
+          and not kwargs.get("factorized", False)
+          and np.shape(kwargs["embeddings"][0])[0] >= task.n_features):  # fmt: skip
+        # (a narrower network cannot realise the strong phase's M exactly: NumPyro's starts)
+        st = phase_starts(task, hyper, float(np.shape(data)[0]), "network",
+                          embeddings=kwargs["embeddings"])  # fmt: skip
+    else:
+        return None
+    return [st["weak"], st["strong"]]
 
 
 def _modes(model, pot, q, starts):
@@ -169,8 +269,8 @@ def plan_windows(
     starts=None,
     centres=None,
     kappa=None,
-    past: float = 4.0,
-    max_windows: int = 48,
+    past: float = _DEFAULT.past,
+    max_windows: int = _DEFAULT.max_windows,
     key=None,
 ) -> UmbrellaPlan:
     """The windows of :func:`run_umbrella`: centres, bias strengths and starting points.
@@ -179,7 +279,8 @@ def plan_windows(
     ----------
     starts : sequence of dict, optional
         Constrained values of every latent site, one per phase (each inside a basin); the modes
-        found from them bound the windows. Default: NumPyro's initial value (one mode).
+        found from them bound the windows. Default: a start in each phase of the package's
+        softmax models, else NumPyro's initial values from :data:`GENERIC_STARTS` keys.
     centres : array_like, optional
         The windows' centres; default from the modes (module docstring).
     kappa : float or array_like, optional
@@ -194,7 +295,7 @@ def plan_windows(
     pot = potential.flat_potential(model, model_args, model_kwargs)
     q = pot.scalar_site(cv)
     if starts is None:
-        starts = _default_starts(pot, jax.random.key(0) if key is None else key)
+        starts = _default_starts(model, pot, jax.random.key(0) if key is None else key)
     xs, qs, sds, dirs, hs = _modes(model, pot, q, list(starts))
     if centres is None:
         lo, hi = qs[0] - past * sds[0], qs[-1] + past * sds[-1]
@@ -344,8 +445,8 @@ def _hold(biased_U, q, starts, centres, kappas, batch, tries: int = 3):
     down a slope, ``F' / kappa``, is harmless and left alone.)"""
     qv = jax.jit(jax.vmap(q))
     for _ in range(tries):
-        x0 = _relax(biased_U, jnp.asarray(starts), jnp.asarray(centres), jnp.asarray(kappas),
-                    RELAX_STEPS, batch)  # fmt: skip
+        x0 = interruptible(_relax, biased_U, jnp.asarray(starts), jnp.asarray(centres),
+                           jnp.asarray(kappas), RELAX_STEPS, batch)  # fmt: skip
         qr = np.asarray(qv(x0))
         jump = np.abs(np.diff(qr)) > 2.0 * np.diff(centres)
         off = np.append(jump, False) | np.insert(jump, 0, False)
@@ -357,7 +458,7 @@ def _hold(biased_U, q, starts, centres, kappas, batch, tries: int = 3):
 
 def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chains, num_warmup,
                  num_samples, target_accept, mesh, progress, batch, metric, plan,
-                 windows=None) -> _Chains:  # fmt: skip
+                 windows=None, store=None, round_=0) -> _Chains:  # fmt: skip
     """Relax, take the metric, and run every window's chains in one vectorised program (only
     the ``windows`` given, by index, after the starts of all are relaxed; each window's key is
     folded from its index)."""
@@ -365,7 +466,13 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
 
     biased_U = _biased(pot.U, q)
     kappas = np.array(kappas, dtype=np.float64)
-    x0, kappas = _hold(biased_U, q, starts, centres, kappas, batch, tries=3 if hold else 1)
+    kept = store.relaxed(round_) if store is not None else None
+    if kept is None:
+        x0, kappas = _hold(biased_U, q, starts, centres, kappas, batch, tries=3 if hold else 1)
+        if store is not None:  # kept, so that a resumed run skips the relaxation
+            store.keep_relaxed(round_, x0, kappas)
+    else:
+        x0, kappas = jnp.asarray(kept[0]), np.array(kept[1])
     index = np.arange(len(centres)) if windows is None else np.asarray(windows, dtype=int)
     x0, centres, kappas = x0[index], np.asarray(centres)[index], kappas[index]
     W = len(centres)
@@ -379,8 +486,6 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
         inv_mass = _mode_metrics(q, x0, kappas, plan)
     observe = _observer(pot, names)
     kernel = blackjax.nuts.build_kernel()
-
-    tick = _ticker(W * num_chains, progress)
 
     def chain(args):
         k, x, c, kap, inv, i = args
@@ -399,36 +504,225 @@ def _run_windows(pot, q, names, centres, kappas, hold, starts, key, *, num_chain
             jax.debug.callback(tick, i, c, jnp.mean(out[1]))
         return out, step, state.position
 
-    rep = lambda a: jnp.repeat(jnp.asarray(a), num_chains, axis=0)  # noqa: E731
-    # each window's chains from its own index: the same draws whichever share runs it
-    keys = jax.vmap(lambda i: jax.random.split(jax.random.fold_in(key, i), num_chains))(
-        jnp.asarray(index)
-    ).reshape(W * num_chains)
-    args = (keys, rep(x0), rep(centres), rep(kappas), rep(inv_mass), rep(index))
     mesh = member_mesh() if mesh is None else mesh
     n_dev = mesh.size
-    per_dev = -(-W * num_chains // n_dev)
+    # windows per compiled call: every window at once where they are vectorised together
+    # (batch 0), else as many as fill one batch on every device; Python regains control between
+    # calls, so Ctrl-C stops the run there and the finished windows are kept (``store``)
+    per_call = W if batch <= 0 else max(1, (n_dev * batch) // num_chains)
+    per_dev = -(-per_call * num_chains // n_dev)
 
     def by_device(tree):  # (devices, per device, ...): sharded_map hands each device its share
         return jax.tree.map(
             lambda a: _pad(a, n_dev * per_dev).reshape(n_dev, per_dev, *a.shape[1:]), tree
         )
 
-    t = time.perf_counter()
     run = jax.jit(lambda a: sharded_map(lambda share: _batched(chain, share, batch), a, mesh=mesh))
-    out = run(by_device(args))
-    out = jax.tree.map(
-        lambda a: np.asarray(a).reshape(n_dev * per_dev, *a.shape[2:])[: W * num_chains], out
-    )
-    (obs, acc, steps, div), step, last = out
-    say("umbrella: %d windows x %d chains sampled in %.0f s", W, num_chains,
+    done = store.load(round_, index) if store is not None else {}
+    todo = [k for k in range(W) if int(index[k]) not in done]
+    if done:
+        say("umbrella: %d of %d windows of round %d resumed from %s", W - len(todo), W, round_,
+            store.path, enabled=progress)  # fmt: skip
+    tick = _ticker(len(todo) * num_chains, progress)
+    t = time.perf_counter()
+    for n0 in range(0, len(todo), per_call):
+        sel = np.asarray(todo[n0 : n0 + per_call])
+        sel = np.concatenate([sel, np.repeat(sel[-1:], per_call - sel.size)])
+        rep = lambda a, s=sel: jnp.repeat(jnp.asarray(a)[s], num_chains, axis=0)  # noqa: E731
+        # each window's chains from its own index: the same draws whichever share runs it
+        keys = jax.vmap(lambda i: jax.random.split(jax.random.fold_in(key, i), num_chains))(
+            jnp.asarray(index[sel])
+        ).reshape(per_call * num_chains)
+        args = (keys, rep(x0), rep(centres), rep(kappas), rep(inv_mass), rep(index))
+        out = interruptible(run, by_device(args))
+        out = jax.tree.map(
+            lambda a: np.asarray(a).reshape(n_dev * per_dev, *a.shape[2:])[: per_call * num_chains]
+            .reshape(per_call, num_chains, *a.shape[2:]), out)  # fmt: skip
+        (obs, acc, steps, div), step, last = out
+        for m, k in enumerate(sel[: len(todo[n0 : n0 + per_call])]):
+            done[int(index[k])] = ({n: v[m] for n, v in obs.items()}, acc[m], steps[m], div[m],
+                                   step[m], last[m])  # fmt: skip
+        if store is not None:
+            store.save(round_, done)
+        finished = min(n0 + per_call, len(todo))
+        if finished < len(todo):
+            spent = time.perf_counter() - t
+            say("umbrella: %d of %d windows done in %s; about %s left at this pace", finished,
+                len(todo), duration(spent), duration(spent / finished * (len(todo) - finished)),
+                enabled=progress)  # fmt: skip
+    say("umbrella: %d windows x %d chains sampled in %.0f s", len(todo), num_chains,
         time.perf_counter() - t, enabled=progress)  # fmt: skip
+    rows = [done[int(i)] for i in index]
+    stack = lambda f: np.stack([r[f] for r in rows])  # noqa: E731
+    draws = {n: np.stack([r[0][n] for r in rows]) for n in names}
+    return _Chains(draws, stack(1), stack(2), stack(3), stack(4), stack(5), kappas)
 
-    def shape(a):
-        return np.asarray(a).reshape(W, num_chains, *np.shape(a)[1:])
 
-    return _Chains({n: shape(v) for n, v in obs.items()}, shape(acc), shape(steps), shape(div),
-                   shape(step), shape(last), kappas)  # fmt: skip
+def interruptible(fn, *args):
+    """``fn(*args)`` (a compiled JAX call) in a worker thread, the caller waiting in short sleeps:
+    a compiled program does not return to Python until it ends, so Ctrl-C would wait for it;
+    here it stops the caller within a tenth of a second (``KeyboardInterrupt``), the program
+    left to run in its daemon thread (at exit the process then leaves at once, status 130, see
+    :func:`_leave_at_exit`). Returns its outputs, ready; re-raises its error."""
+    box = {}
+
+    def work():
+        try:
+            box["out"] = jax.block_until_ready(fn(*args))
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            box["err"] = err
+
+    worker = threading.Thread(target=work, name="bayes-attn-umbrella", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        _IN_FLIGHT.add(worker)
+        if len(_IN_FLIGHT) == 1:
+            atexit.register(_leave_at_exit)
+        raise
+    if "err" in box:
+        raise box["err"]
+    return box["out"]
+
+
+#: worker threads left running by an interrupt (:func:`interruptible`)
+_IN_FLIGHT: set = set()
+
+
+def _leave_at_exit() -> None:
+    """At exit after an interrupt left a compiled program running: flush and leave at once
+    (status 130, as an interrupt). The interpreter's shutdown would end the threads XLA runs it
+    and its host callbacks on while they wait for Python, which XLA answers with an abort
+    ("terminate called ... FATAL: exception not rethrown", status 134, or a segfault, 139)."""
+    if _IN_FLIGHT:
+        import logging
+        import os
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed stream: nothing to flush
+                pass
+        logging.shutdown()
+        os._exit(130)
+
+
+# --------------------------------------------------------------------------------------------------
+# Finished windows kept across an interrupt
+
+
+def fingerprint(*parts) -> str:
+    """A digest of everything that decides a run's draws: arrays by dtype, shape and bytes,
+    mappings by sorted keys, functions by name, anything else by ``repr``."""
+    h = hashlib.sha256()
+
+    def feed(x):
+        if isinstance(x, dict):
+            for k in sorted(x, key=str):
+                h.update(str(k).encode())
+                feed(x[k])
+        elif isinstance(x, list | tuple):
+            h.update(f"seq{len(x)}".encode())
+            for v in x:
+                feed(v)
+        elif callable(x) and hasattr(x, "__qualname__"):
+            h.update(f"{x.__module__}.{x.__qualname__}".encode())
+        elif isinstance(x, np.ndarray | jax.Array | np.generic):
+            if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+                x = jax.random.key_data(x)
+            a = np.ascontiguousarray(np.asarray(x))
+            h.update(f"{a.dtype}{a.shape}".encode())
+            h.update(a.tobytes())
+        else:
+            h.update(repr(x).encode())
+
+    feed(list(parts))
+    return h.hexdigest()
+
+
+class WindowStore:
+    """The finished windows of one run (:func:`run_umbrella` with ``checkpoint``): a NetCDF file
+    rewritten atomically (:func:`bayes_attn.io.write_atomic`) after each compiled call, holding
+    each finished window's draws, statistics, step and last position by (round, window), and the
+    run's :func:`fingerprint`. A run with other arguments refuses the file."""
+
+    def __init__(self, path, digest: str):
+        self.path, self.digest = Path(path), digest
+        self._rounds: dict[int, dict] = {}
+        self._relaxed: dict[int, tuple] = {}  # round -> the windows' relaxed starts and kappas
+        if self.path.exists():
+            import xarray as xr
+
+            try:
+                with xr.open_dataset(self.path, engine="h5netcdf") as f:
+                    ds = f.load()
+            except Exception as err:  # h5py raises OSError, xarray ValueError
+                raise ValueError(f"checkpoint: cannot read {self.path}: {err}") from err
+            if ds.attrs.get("fingerprint") != digest:
+                raise ValueError(
+                    f"checkpoint: {self.path} holds windows of a run with other arguments (model, "
+                    "data, seed or settings); remove it, or rerun with the arguments that made it"
+                )
+            names = [str(v)[4:] for v in ds.data_vars if str(v).startswith("obs_")]
+            for v in ds.data_vars:
+                if str(v).startswith("relaxed_x0_"):
+                    r = int(str(v)[len("relaxed_x0_") :])
+                    self._relaxed[r] = (ds[v].values, ds[f"relaxed_kappa_{r}"].values)
+            for s in range(ds.sizes.get("slot", 0)):
+                row = ds.isel(slot=s)
+                self._rounds.setdefault(int(row["round"]), {})[int(row["window"])] = (
+                    {n: row[f"obs_{n}"].values for n in names}, row["acceptance"].values,
+                    row["n_steps"].values, row["diverging"].values, row["step_size"].values,
+                    row["last"].values)  # fmt: skip
+
+    def load(self, round_: int, index) -> dict:
+        """The finished windows of ``round_`` among ``index``: window -> outputs."""
+        have = self._rounds.get(int(round_), {})
+        return {int(i): have[int(i)] for i in index if int(i) in have}
+
+    def count(self) -> int:
+        return sum(len(r) for r in self._rounds.values())
+
+    def relaxed(self, round_: int):
+        """The relaxed starts and kappas of every window of ``round_`` (all windows, before a
+        share is taken), or None: a resumed run skips the relaxation."""
+        return self._relaxed.get(int(round_))
+
+    def keep_relaxed(self, round_: int, x0, kappas) -> None:
+        self._relaxed[int(round_)] = (np.asarray(x0), np.asarray(kappas))
+        self.save(round_, {})
+
+    def save(self, round_: int, done: dict) -> None:
+        import xarray as xr
+
+        from bayes_attn.io import write_atomic
+
+        self._rounds.setdefault(int(round_), {}).update(done)
+        rows = [
+            (r, w, out) for r, ws in sorted(self._rounds.items()) for w, out in sorted(ws.items())
+        ]
+        data = {}
+        for r, (x0, kap) in self._relaxed.items():
+            data[f"relaxed_x0_{r}"] = ((f"relaxed_{r}", "dim"), x0)
+            data[f"relaxed_kappa_{r}"] = ((f"relaxed_{r}",), kap)
+        if rows:
+            names = list(rows[0][2][0])
+            stack = lambda f: np.stack([out[f] for _, _, out in rows])  # noqa: E731
+            cdw = ("slot", "chain", "draw")
+            data.update(
+                {**{f"obs_{n}": (cdw, np.stack([out[0][n] for _, _, out in rows])) for n in names},
+                 "acceptance": (cdw, stack(1)), "n_steps": (cdw, stack(2)),
+                 "diverging": (cdw, stack(3)), "step_size": (("slot", "chain"), stack(4)),
+                 "last": (("slot", "chain", "dim"), stack(5)),
+                 "round": ("slot", np.array([r for r, _, _ in rows])),
+                 "window": ("slot", np.array([w for _, w, _ in rows]))}
+            )  # fmt: skip
+        attrs = {"fingerprint": self.digest,
+                 "description": "finished umbrella windows, kept to resume an interrupted run"}  # fmt: skip
+        write_atomic(xr.Dataset(data, attrs=attrs), self.path)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -522,6 +816,42 @@ def _to_idata(chains: _Chains, centres, kappas, cv, record, model, model_args, m
     return idata
 
 
+class CoverageWarning(UserWarning):
+    """The umbrella windows cover one basin only (:func:`run_umbrella`)."""
+
+
+def _basins(q, sd) -> np.ndarray:
+    """The modes (sorted by q) grouped into basins: modes closer than the larger of their two
+    Laplace standard deviations of q are one basin. Returns each basin's mean q."""
+    groups = [[0]] if len(q) else []
+    for i in range(1, len(q)):
+        if q[i] - q[groups[-1][-1]] < max(sd[i], sd[groups[-1][-1]]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return np.array([float(np.mean(q[g])) for g in groups])
+
+
+def _coverage(plan, centres, cv) -> dict:
+    """How many basins the modes found make and how many the windows span (attrs), with a
+    :class:`CoverageWarning` where the windows cover one basin only."""
+    basins = _basins(plan.mode_q, plan.mode_sd)
+    lo, hi = float(np.min(centres)), float(np.max(centres))
+    covered = int(np.sum((basins >= lo) & (basins <= hi)))
+    text = ""
+    where = ", ".join(f"{b:.4g}" for b in basins)
+    if basins.size == 1:
+        text = (f"the windows cover one basin only: the starts reach one mode ({cv} = {where}); a "
+                "phase elsewhere is missing from F (give starts= one inside each phase, or "
+                "centres= that reach it)")  # fmt: skip
+    elif covered < 2:
+        text = (f"the windows ({cv} {lo:.4g} to {hi:.4g}) cover one of the {basins.size} basins "
+                f"the starts reach ({cv} = {where}); F misses the others' mass (widen centres=)")  # fmt: skip
+    if text:
+        warnings.warn(f"run_umbrella: {text}", CoverageWarning, stacklevel=3)
+    return {"basins_found": int(basins.size), "basins_covered": covered, "coverage": text}
+
+
 def run_umbrella(
     model,
     cv: str,
@@ -531,21 +861,22 @@ def run_umbrella(
     starts=None,
     centres=None,
     kappa=None,
-    num_warmup: int = 200,
-    num_samples: int = 500,
-    num_chains: int = 2,
+    num_warmup: int = _DEFAULT.num_warmup,
+    num_samples: int = _DEFAULT.num_samples,
+    num_chains: int = _DEFAULT.num_chains,
     seed: int | None = None,
     key=None,
-    target_accept: float = 0.8,
-    refine: int = 1,
-    min_overlap: float = 0.1,
-    past: float = 4.0,
-    max_windows: int = 48,
-    batch: int = 0,
-    metric: str = "window",
+    target_accept: float = _DEFAULT.target_accept,
+    refine: int = _DEFAULT.refine,
+    min_overlap: float = _DEFAULT.min_overlap,
+    past: float = _DEFAULT.past,
+    max_windows: int = _DEFAULT.max_windows,
+    batch: int = _DEFAULT.batch,
+    metric: str = _DEFAULT.metric,
     mesh=None,
     windows=None,
     share: tuple[int, int] | None = None,
+    checkpoint=None,
     progress: bool = False,
 ):
     """Umbrella sampling of ``model``'s posterior along its scalar site ``cv``.
@@ -559,9 +890,10 @@ def run_umbrella(
     model_args, model_kwargs : tuple, dict
         The model's arguments.
     starts : sequence of dict, optional
-        Constrained values of every latent site, one inside each phase (for the package's
-        softmax models: :func:`bayes_attn.experiments.coexistence.phase_starts`); the modes found
-        from them place the default windows. Default: NumPyro's initial value.
+        Constrained values of every latent site, one inside each phase; the modes found from
+        them place the default windows. Default: for the package's softmax models a start in
+        each phase (:func:`bayes_attn.theory.modes.phase_starts`), for any other model
+        NumPyro's initial values from :data:`GENERIC_STARTS` keys.
     centres, kappa : optional
         The windows' centres and bias strength (scalar or per window); default
         :func:`plan_windows`.
@@ -597,8 +929,21 @@ def run_umbrella(
     share : (process_id, num_processes), optional
         Instead of ``windows``: this process's share of the planned windows (every
         ``num_processes``-th from ``process_id`` on).
+    checkpoint : path, optional
+        A file that keeps the finished windows (:class:`WindowStore`), rewritten after each
+        compiled call: a run interrupted (Ctrl-C stops it within a second, ``KeyboardInterrupt``)
+        and started again with the same arguments runs only the windows left, and its result
+        equals the uninterrupted run's. A file made with other arguments is refused. It is left
+        in place; remove it once the result is written.
     progress : bool
         Announce the cost before starting and say each stage on stderr.
+
+    Warns
+    -----
+    CoverageWarning
+        Where the windows cover one basin only (one mode found, or modes left outside the
+        windows): F is then the profile of that basin, and a phase elsewhere is missing from it.
+        The attrs say the same (``basins_found``, ``basins_covered``, ``coverage``).
 
     Returns
     -------
@@ -633,6 +978,10 @@ def run_umbrella(
     pot = potential.flat_potential(model, model_args, model_kwargs)
     q = pot.scalar_site(cv)
     names = _scalar_sites(pot, cv)
+    say("umbrella: finding the modes (Newton in %d dimensions, from %s) and their Hessians "
+        "before the windows are placed", pot.dim, "the starts given" if starts is not None
+        else "a start in each phase" if _phase_starts(model, model_args, model_kwargs)
+        is not None else f"{GENERIC_STARTS} NumPyro starts", enabled=progress)  # fmt: skip
     plan = plan_windows(model, cv, model_args=model_args, model_kwargs=model_kwargs,
                         starts=starts, centres=centres, kappa=kappa, past=past,
                         max_windows=max_windows, key=k_plan)  # fmt: skip
@@ -657,9 +1006,15 @@ def run_umbrella(
             (extra + lo * draws, extra + hi * draws),
             seconds,
         )
+    store = None
+    if checkpoint is not None:
+        digest = fingerprint(model, model_args, model_kwargs, cv, rng, plan.centres, plan.kappa,
+                             plan.starts, num_warmup, num_samples, num_chains, target_accept,
+                             refine, min_overlap, batch, metric, windows)  # fmt: skip
+        store = WindowStore(checkpoint, digest)
     opts = dict(num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples,
                 target_accept=target_accept, mesh=mesh, progress=progress, batch=batch,
-                metric=metric, plan=plan)  # fmt: skip
+                metric=metric, plan=plan, store=store)  # fmt: skip
     centres_, kappas = plan.centres, plan.kappa
     keys = jax.random.split(k_run, refine + 1)
     chains = _run_windows(pot, q, names, centres_, kappas, True, plan.starts, keys[0],
@@ -675,7 +1030,8 @@ def run_umbrella(
         rounds += 1
         say("umbrella: refinement %d adds %d window(s) at q = %s", r + 1, new_c.size,
             np.array2string(new_c, precision=4), enabled=progress)  # fmt: skip
-        more = _run_windows(pot, q, names, new_c, new_k, False, new_x, keys[r + 1], **opts)
+        more = _run_windows(pot, q, names, new_c, new_k, False, new_x, keys[r + 1],
+                            round_=r + 1, **opts)  # fmt: skip
         order = np.argsort(np.concatenate([centres_, new_c]), kind="stable")
         centres_ = np.concatenate([centres_, new_c])[order]
         chains = _merge(chains, more, order)
@@ -692,6 +1048,7 @@ def run_umbrella(
         "mode_q": plan.mode_q,
         "mode_sd": plan.mode_sd,
         "planned_windows": len(plan.centres),
+        **_coverage(plan, plan.centres if windows is not None else centres_, cv),
         **key_attrs,
     }
     record = RunRecord("umbrella", seed, num_chains, num_warmup, num_samples, settings=settings)
@@ -709,8 +1066,9 @@ def run_umbrella(
 
 def merge_umbrella(parts):
     """Join the shares of one umbrella run (:func:`run_umbrella` with ``windows``, the same model,
-    plan and seed on every host) into the result of the run of all windows."""
-    import xarray as xr
+    plan and seed on every host) into the result of the run of all windows, group by group with
+    :func:`bayes_attn.io.concat_disjoint` (which refuses a window in two shares, or missing)."""
+    from bayes_attn.io import concat_disjoint
 
     parts = list(parts)
     if not parts:
@@ -722,14 +1080,17 @@ def merge_umbrella(parts):
         if any(str(a.get(k)) != str(first.get(k)) for k in same):
             raise ValueError(f"parts: not shares of one run (they differ in {same})")
     index = np.concatenate([az.dataset(p, "constant_data").window.values for p in parts])
-    if len(np.unique(index)) != index.size:
-        raise ValueError("parts: a window appears in two shares")
     planned = int(first.get("planned_windows", index.size))
-    if index.size != planned:
-        raise ValueError(f"parts: {index.size} of the {planned} planned windows; some are missing")
     merged = parts[0].copy()
+    names = [f"share {i}" for i in range(len(parts))]
     for group in az.groups(parts[0]):
-        joined = xr.concat([az.dataset(p, group) for p in parts], dim="window")
-        az.set_group(merged, group, joined.sortby("window"))
+        # the one merge of disjoint shares: refuses a window in two shares, or one missing
+        try:
+            joined = concat_disjoint([az.dataset(p, group) for p in parts], "window",
+                                     expected=np.arange(planned), names=names)  # fmt: skip
+        except ValueError as err:
+            raise ValueError(f"parts: {err}") from None
+        az.set_group(merged, group, joined)
+        merged[group].attrs.clear()
         merged[group].attrs.update(first, windows=planned)
     return merged

@@ -48,6 +48,8 @@ def attention_and_loss(protocol, theory_attention, curves, Ps=(20, 100, 300, 800
         activation -> theory Dataset along a fine P grid with ``loss`` (``phase_diagram`` at one L).
     Ps : the training-set sizes whose patterns are shown.
 
+    Notes
+    -----
     All patterns of one activation, trained and theory at every P, share one colour scale and one
     colour bar, so that a zero pattern, uniform pooling and the copy diagonal read as what they
     are. Linear attention can be negative and gets a diverging scale centred on zero. The loss
@@ -420,8 +422,8 @@ def posteriors_across(panels, var_names=None, ref_vals=None, *, bins: int = 80):
 def phase_weight_curve(weights, crossing=None, boundaries=None):
     """The weight of the strong-copy softmax phase against P: exact quadrature and Laplace.
 
-    ``weights`` is :func:`bayes_attn.analysis.phase_weights` output; ``crossing`` a
-    :class:`~bayes_attn.analysis.WeightCrossing`; the first-order P* and spinodals come from
+    ``weights`` is :func:`bayes_attn.theory.phase_weights` output; ``crossing`` a
+    :class:`~bayes_attn.theory.WeightCrossing`; the first-order P* and spinodals come from
     ``boundaries``.
     """
     fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
@@ -854,24 +856,54 @@ def llc_calibration(table):
     return fig
 
 
+#: a landscape's level in the legend (the posterior whose F is drawn)
+_PROFILE_OF = {"reduced": "Level-2 posterior", "kernel": "Level-1 posterior"}
+
+
+def _profile_label(attrs) -> str:
+    """What the points are the free energy of: the level's posterior (a network's, for Level 1
+    with the Gram of embeddings of a width), by umbrella sampling + MBAR."""
+    level = level_name(str(attrs.get("landscape_level", attrs.get("level", ""))))
+    width = int(np.asarray(attrs.get("gram_width", 0)))
+    if level == "kernel" and width > 0:
+        what = f"network posterior (d = {width}, frozen embeddings)"
+    elif level == "kernel" and width < 0:
+        what = "Level-1 posterior (a given Gram)"
+    else:
+        what = _PROFILE_OF.get(level, "posterior")
+    return f"{what}, umbrella + MBAR (±1 s.e.)"
+
+
 def landscape_profile(prof, ax=None, *, label: str | None = None, level2: bool = True):
-    """F(q) of an umbrella run (points with error bars, shifted so the lowest is 0), the exact
-    Level-2 profile on the same bins (line, shifted alike) and the two phases shaded either side
-    of the divide. ``prof``: :func:`bayes_attn.analysis.free_energy.landscape_report`'s Dataset."""
+    """F(q) of an umbrella run (points with ±1 s.e. bars, shifted so the lowest is 0), the exact
+    Level-2 profile on the same bins (line, shifted alike), the two phases shaded either side
+    of the divide, and hatched where neighbouring windows do not overlap (MBAR's overlap below
+    ``min_overlap``: F there is not to be trusted). The axis covers every window's centre.
+    ``prof``: :func:`bayes_attn.analysis.free_energy.landscape_report`'s Dataset."""
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6.0, 4.0))
     q, F, se = prof.q.values, prof.F.values, prof.F_se.values
     ok = np.isfinite(F)
     base = np.nanmin(F[ok])
-    ax.errorbar(q[ok], F[ok] - base, yerr=se[ok], fmt="o", ms=3, capsize=2,
-                label=label or "full posterior (umbrella + MBAR)")  # fmt: skip
+    ax.errorbar(q[ok], F[ok] - base, yerr=np.where(np.isfinite(se[ok]), se[ok], 0.0), fmt="o",
+                ms=3, capsize=2, label=label or _profile_label(prof.attrs))  # fmt: skip
     if level2 and "F_level2" in prof:
         F2 = prof.F_level2.values
         ax.plot(q, F2 - np.nanmin(F2), "-", color="0.2", label="Level 2 (quadrature)")
+    lo = min(float(prof.edge_lo.values[0]), float(np.min(prof.centre.values)))
+    hi = max(float(prof.edge_hi.values[-1]), float(np.max(prof.centre.values)))
     divide = float(prof.divide)
     if math.isfinite(divide):
-        lo, hi = float(prof.edge_lo.values[0]), float(prof.edge_hi.values[-1])
         ax.axvspan(lo, divide, color="tab:blue", alpha=0.08, label="weak-copy phase")
         ax.axvspan(divide, hi, color="tab:red", alpha=0.08, label="strong-copy phase")
+    limit = float(prof.attrs.get("min_overlap", 0.03))
+    c, over = prof.centre.values, prof.overlap_next.values
+    gaps = [k for k in range(len(c) - 1) if not over[k] >= limit]
+    for n, k in enumerate(gaps):
+        ax.axvspan(c[k], c[k + 1], facecolor="none", edgecolor="0.4", hatch="///", lw=0,
+                   label=f"windows do not overlap (< {limit:g}): F not to be trusted"
+                   if n == 0 else None)  # fmt: skip
+    pad = 0.02 * (hi - lo)
+    ax.set_xlim(lo - pad, hi + pad)
     cv = prof.attrs.get("cv", "q")
     ax.set_xlabel(_label(cv) if cv in ("aG", "a1", "cG", "c1") else cv)
     ax.set_ylabel(f"F({cv}) - min  [nats]")

@@ -1,0 +1,348 @@
+"""The edges of umbrella sampling and ``bayes-attn landscape`` that a new user meets (issue 46),
+and the one home of their settings, writes and merges (issue 44).
+
+Each test fails without its fix. The models are tiny (a two-dimensional mixture, Level 2's one
+dimension) and the draws few: the numbers are not checked against exact values here
+(tests/test_umbrella.py does that), only what the edges do.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.distributions import constraints
+
+import bayes_attn as ba
+from bayes_attn.analysis.free_energy import free_energy_profile, landscape_text, profile_verdict
+from bayes_attn.inference import umbrella
+from bayes_attn.inference.umbrella import CoverageWarning, UmbrellaSettings, run_umbrella
+
+SEP = 2.0
+
+
+def _mixture():
+    """Two Gaussian modes at x0 = -2 and +2 (sd 0.4, weights 0.8 and 0.2); q = x0."""
+    log_w = jnp.log(jnp.array([0.8, 0.2]))
+    locs = jnp.array([[-SEP, 0.0], [SEP, 0.0]])
+
+    def model():
+        x = numpyro.sample("x", dist.ImproperUniform(constraints.real_vector, (), (2,)))
+        comp = dist.Normal(locs, 0.4).to_event(1).log_prob(x)
+        numpyro.factor("mixture", jnp.logaddexp(log_w[0] + comp[0], log_w[1] + comp[1]))
+        numpyro.deterministic("q", x[0])
+
+    return model
+
+
+@pytest.fixture(scope="module")
+def one_basin():
+    """A short run from one start (one basin found), 8 windows over both modes: too few draws
+    to be trusted. Returns (idata, the warnings it raised)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        idata = run_umbrella(_mixture(), "q", starts=[{"x": np.array([-SEP, 0.0])}],
+                             centres=np.linspace(-3, 3, 8), num_warmup=20, num_samples=40,
+                             num_chains=1, refine=0, seed=5)  # fmt: skip
+    return idata, caught
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. The default placement finds every phase; one basin warns
+
+
+def test_default_placement_spans_both_level2_phases():
+    """Table 1 at P = 276 without starts: the windows reach from below the weak mode (aG ~ 0.4)
+    to above the strong one (~ 3.7); before, they sat on the strong phase alone (3.08-4.57)."""
+    from bayes_attn.models.order_params import order_param_model
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    plan = umbrella.plan_windows(
+        order_param_model, "aG", model_args=(task, hyper, 276.0, "softmax")
+    )
+    assert plan.mode_q.size == 2
+    assert plan.mode_q[0] < 0.6 and plan.mode_q[1] > 3.0
+    assert plan.centres[0] < plan.mode_q[0] and plan.centres[-1] > plan.mode_q[1]
+
+
+def test_default_starts_know_the_kernel_and_network_models():
+    """Level 1 and a network with frozen embeddings get a start in each phase (the weak one at
+    M = 0); another model gets NumPyro's initial values from several keys."""
+    import jax
+
+    from bayes_attn.models.levels import model_with_data, seed_embeddings
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    model, args, kwargs = model_with_data("kernel", task, hyper, 40, "softmax", seed=0)
+    starts = umbrella._phase_starts(model, args, kwargs)
+    assert len(starts) == 2 and float(jnp.abs(starts[0]["M"]).max()) == 0.0
+    assert float(jnp.abs(starts[1]["M"]).max()) > 0.0
+    emb = seed_embeddings(task, hyper, 32, seed=0)
+    model, args, kwargs = model_with_data("network", task, hyper, 40, "softmax", embeddings=emb)
+    starts = umbrella._phase_starts(model, args, kwargs)
+    assert len(starts) == 2 and set(starts[0]) == {"W_G", "W_O"}
+    assert umbrella._phase_starts(_mixture(), (), {}) is None
+    pot = umbrella.potential.flat_potential(_mixture(), (), {})
+    generic = umbrella._default_starts(_mixture(), pot, jax.random.key(0))
+    assert len(generic) == umbrella.GENERIC_STARTS
+
+
+def test_one_basin_warns_and_says_so_in_the_attrs(one_basin):
+    idata, caught = one_basin
+    assert any(issubclass(w.category, CoverageWarning) for w in caught), [str(w) for w in caught]
+    a = idata.posterior.attrs
+    assert int(a["basins_found"]) == 1 and "one basin" in a["coverage"]
+    prof = free_energy_profile(idata)
+    assert "warning: the windows cover one basin only" in landscape_text(prof)
+
+
+def test_empty_bins_do_not_make_every_standard_error_nan(one_basin):
+    """A bin no draw falls in (here the last, beyond every window) is F = inf; the other bins
+    keep their standard errors (before, pymbar's log of an all-zero observable made them all
+    nan)."""
+    idata, _ = one_basin
+    q = idata.posterior.q.values
+    edges = np.append(np.linspace(q.min(), q.max() + 1e-9, 21), q.max() + 1.0)
+    prof = free_energy_profile(idata, edges)
+    assert np.isinf(prof.F.values[-1])
+    assert np.isfinite(prof.F_se.values[:-1]).sum() >= 15
+    assert "bin(s) empty" in landscape_text(prof)
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. One verdict, printed where the number is; the landscape command exits on it
+
+
+def test_verdict_is_one_judge_for_diagnose_and_landscape(one_basin, tmp_path, monkeypatch, capsys):
+    from bayes_attn.cli import main
+    from bayes_attn.experiments import landscape as ls
+
+    idata, _ = one_basin
+    prof = free_energy_profile(idata)
+    const = idata.constant_data
+    for name in ("r_hat", "ess_bulk", "acceptance"):
+        prof[name] = ("window", const[name].values)
+    verdict = profile_verdict(prof)
+    assert not verdict.trusted and any("overlap" in f for f in verdict.failures)
+    text = landscape_text(prof)
+    assert "verdict: NOT to be trusted" in text and "F = -log p(q)" in text
+
+    def fake(task, hyper, P, level, activation, out, process, **opts):
+        ls.write_landscape(idata, out)
+        return idata
+
+    monkeypatch.setattr(ls, "landscape_on_hosts", fake)
+    out = tmp_path / "l.nc"
+    argv = ["-q", "landscape", "--level", "reduced", "--out", str(out)]
+    assert main(argv) == 1
+    printed = capsys.readouterr()
+    assert "verdict: NOT to be trusted" in printed.out and "--allow-untrusted" in printed.err
+    assert main([*argv, "--allow-untrusted"]) == 0
+    landscape_out = capsys.readouterr().out
+    assert main(["-q", "diagnose", str(out), "--plots", str(tmp_path)]) == 0
+    diagnose_out = capsys.readouterr().out
+    verdict_line = [s for s in landscape_out.splitlines() if s.startswith("verdict:")]
+    assert verdict_line and verdict_line[0] in diagnose_out.splitlines()
+
+
+def test_level2_line_prints_numbers(one_basin):
+    idata, _ = one_basin
+    prof = free_energy_profile(idata, divide=0.0)
+    prof["F_level2"] = prof.F + 0.1
+    line = [s for s in landscape_text(prof).splitlines() if s.startswith("Level 2")][0]
+    assert "largest |F - F_level2| 0.10 nats" in line and "Delta F" in line
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. Ctrl-C stops within a second; a rerun resumes the finished windows
+
+
+def test_interruptible_stops_the_caller_within_a_second():
+    timer = threading.Timer(0.3, lambda: signal.raise_signal(signal.SIGINT))
+    t = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        umbrella.interruptible(time.sleep, 5.0)  # a compiled program that would run 5 s
+    assert time.perf_counter() - t < 3.0
+    # the worker left running makes the process leave at exit with status 130; this one ends
+    # here, so that pytest's own status stands
+    assert len(umbrella._IN_FLIGHT) == 1
+    for worker in umbrella._IN_FLIGHT:
+        worker.join()
+    umbrella._IN_FLIGHT.clear()
+
+
+_RESUME = dict(starts=[{"x": np.array([-SEP, 0.0])}, {"x": np.array([SEP, 0.0])}],
+               centres=np.linspace(-3, 3, 6), num_warmup=10, num_samples=20, num_chains=1,
+               refine=0, seed=3, batch=1)  # fmt: skip
+
+
+def _interrupted(ckpt, monkeypatch) -> None:
+    """Run :data:`_RESUME` with a checkpoint, stopped (as by Ctrl-C) after 3 of its 6 windows (one
+    compiled call each)."""
+    real, calls = umbrella.interruptible, []
+
+    def stop_after_three(fn, *args):
+        if fn is not umbrella._relax:
+            calls.append(fn)
+            if len(calls) > 3:
+                raise KeyboardInterrupt
+        return real(fn, *args)
+
+    monkeypatch.setattr(umbrella, "interruptible", stop_after_three)
+    with pytest.raises(KeyboardInterrupt):
+        run_umbrella(_mixture(), "q", checkpoint=ckpt, **_RESUME)
+    monkeypatch.setattr(umbrella, "interruptible", real)
+
+
+def test_interrupted_run_keeps_its_finished_windows(tmp_path, monkeypatch):
+    """The windows finished before the interrupt are in the file; a run with another seed
+    refuses it before sampling."""
+    import xarray as xr
+
+    ckpt = tmp_path / "w.nc"
+    _interrupted(ckpt, monkeypatch)
+    with xr.open_dataset(ckpt, engine="h5netcdf") as kept:
+        assert kept.sizes["slot"] == 3 and sorted(kept.window.values) == [0, 1, 2]
+        assert kept["relaxed_x0_0"].shape == (6, 2)  # every window's relaxed start, kept too
+    with pytest.raises(ValueError, match="checkpoint"):
+        run_umbrella(_mixture(), "q", checkpoint=ckpt, **{**_RESUME, "seed": 4})
+
+
+@pytest.mark.slow  # three NUTS programs compiled: ~1.5 min on a loaded 2-core machine
+def test_interrupted_run_resumes_to_the_same_draws(tmp_path, monkeypatch):
+    """The rerun runs only the 3 windows left, without relaxing the starts again, and equals
+    the uninterrupted run draw for draw."""
+    ckpt = tmp_path / "w.nc"
+    _interrupted(ckpt, monkeypatch)
+    real, calls = umbrella.interruptible, []
+
+    def counted(fn, *args):
+        calls.append(fn)
+        return real(fn, *args)
+
+    monkeypatch.setattr(umbrella, "interruptible", counted)
+    resumed = run_umbrella(_mixture(), "q", checkpoint=ckpt, **_RESUME)
+    assert len(calls) == 3 and umbrella._relax not in calls
+    monkeypatch.setattr(umbrella, "interruptible", real)
+    whole = run_umbrella(_mixture(), "q", **_RESUME)
+    np.testing.assert_array_equal(resumed.posterior.q.values, whole.posterior.q.values)
+    np.testing.assert_array_equal(resumed.sample_stats.step_size.values,
+                                  whole.sample_stats.step_size.values)  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. Bad input is refused before any work, naming its option
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["--level", "kernel", "--P", "1e15"], "--P"),
+        (["--level", "kernel", "--P", "1e9"], "--P"),
+        (["--level", "reduced", "--P", "1e15"], "--P"),
+        (["--level", "kernel", "--P", "272.5"], "--P"),
+        (["--level", "reduced", "--centres", "0:inf:5"], "--centres"),
+    ],
+)
+def test_cli_refuses_bad_input_before_work(argv, hint, capsys, tmp_path):
+    from bayes_attn.cli import main
+
+    t = time.perf_counter()
+    assert main(["-q", "landscape", *argv, "--out", str(tmp_path / "x.nc")]) == 2
+    assert time.perf_counter() - t < 10.0
+    assert hint in capsys.readouterr().err
+    assert not (tmp_path / "x.nc").exists()
+
+
+def test_profile_refuses_a_nan_divide(one_basin):
+    idata, _ = one_basin
+    with pytest.raises(ValueError, match="divide"):
+        free_energy_profile(idata, divide=math.nan)
+    with pytest.raises(ValueError, match="divides"):
+        free_energy_profile(idata, divides=[0.0, math.inf])
+
+
+def test_landscape_P_bounds():
+    from bayes_attn.experiments.landscape import check_landscape_P
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    assert check_landscape_P(task, hyper, 272.5, "reduced") == 272.5  # the theory's P is real
+    assert check_landscape_P(task, hyper, 272.0, "kernel") == 272
+    with pytest.raises(ValueError, match="whole number"):
+        check_landscape_P(task, hyper, 272.5, "kernel")
+
+
+# --------------------------------------------------------------------------------------------------
+# 5. The figure says what it shows and where not to trust it
+
+
+def test_profile_figure(one_basin, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from bayes_attn.plotting.plots import landscape_profile
+
+    idata, _ = one_basin
+    prof = free_energy_profile(idata, np.linspace(-2.6, -1.4, 13))  # bins narrower than windows
+    prof.attrs["landscape_level"] = "reduced"
+    prof["overlap_next"].values[2] = 0.0  # one gap between windows 2 and 3
+    fig = landscape_profile(prof)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(s.startswith("Level-2 posterior, umbrella + MBAR") for s in labels), labels
+    assert any("do not overlap" in s for s in labels), labels
+    lo, hi = ax.get_xlim()
+    assert lo <= prof.centre.values.min() and hi >= prof.centre.values.max()
+    fig.savefig(tmp_path / "profile.png")
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. One home for the settings, the atomic write and the merge
+
+
+def test_umbrella_settings_are_the_one_home():
+    import inspect
+
+    from bayes_attn.cli import cli
+    from bayes_attn.experiments.sweep import DEFAULTS, SweepConfig
+
+    sig = inspect.signature(run_umbrella).parameters
+    for name, value in UmbrellaSettings().options().items():
+        assert sig[name].default == value, name
+    kernel = UmbrellaSettings.for_level("kernel").options()
+    assert all(DEFAULTS["landscape"][k] == kernel[k] for k in
+               ("num_warmup", "num_samples", "num_chains", "refine", "max_windows"))  # fmt: skip
+    cfg = SweepConfig(kind="landscape", P=(276,), activation=("softmax",), seed=(0,),
+                      options={"level": "reduced", "num_samples": 300})  # fmt: skip
+    reduced = UmbrellaSettings.for_level("reduced")
+    assert cfg.options["num_warmup"] == reduced.num_warmup and cfg.options["num_samples"] == 300
+    options = {p.name: p for p in cli.commands["landscape"].params}
+    assert all(options[n].default is None for n in ("warmup", "samples", "chains", "windows"))
+
+
+def test_landscape_writes_and_merges_through_io(one_basin, tmp_path, monkeypatch):
+    from bayes_attn import io
+    from bayes_attn.experiments import landscape as ls
+    from bayes_attn.inference.umbrella import merge_umbrella
+
+    assert ls.write_atomic is io.write_atomic
+    idata, _ = one_basin
+    ls.write_landscape(idata, tmp_path / "a" / "l.nc")
+    assert (tmp_path / "a" / "l.nc").exists() and len(list((tmp_path / "a").iterdir())) == 1
+    seen = []
+    real = io.concat_disjoint
+    monkeypatch.setattr(io, "concat_disjoint", lambda *a, **k: seen.append(a[1]) or real(*a, **k))
+    merged = merge_umbrella([idata])
+    assert seen and set(seen) == {"window"}
+    np.testing.assert_array_equal(merged.posterior.q.values, idata.posterior.q.values)
+    with pytest.raises(ValueError, match="overlap"):
+        merge_umbrella([idata, idata])
