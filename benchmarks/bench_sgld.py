@@ -14,6 +14,12 @@ At P = 800, L = 25, V = 5, full batch, one chain, d_model = 256 by default, it t
 Each difference is the least of two (on a shared machine the others' load only adds). It
 prints the ratio run_sgld / bare (issue 28's goal: at most 1.5 at d = 256, P = 800).
 
+The step size follows the curvature at the start: ε = 0.1 / h_max, h_max the largest eigenvalue
+of the potential's Hessian there (power method). A fixed ε = 1e-6 (the earlier default) is
+stable at d = 256 (h_max = 1.3e6, εh = 1.3) but not at d = 1024 (h_max = 5.2e6, εh = 5.2: the
+chain diverged at step 6, which ended in NumPyro's "Normal distribution got invalid loc
+parameter" and now stops with ``SamplerDiverged``). The time of a step does not depend on ε.
+
 Run: ``.venv/bin/python benchmarks/bench_sgld.py [--d 256] [--P 800] [--steps 200]``.
 """
 
@@ -23,9 +29,11 @@ import argparse
 import time
 
 import jax
+import jax.numpy as jnp
 
 import bayes_attn as ba
 from bayes_attn.inference import run_sgld
+from bayes_attn.inference.potential import flat_potential
 from bayes_attn.models import init_params, network_model
 from bayes_attn.models.network import neg_log_posterior
 
@@ -40,12 +48,26 @@ def _bare(params, tokens, hyper, activation, reps):
     return (time.perf_counter() - t0) / reps
 
 
-def _sgld(args, params, steps, dtype):
+def _step_size(args, params, iterations=15):
+    """0.1 / h_max of the network's potential at ``params`` (module docstring)."""
+    pot = flat_potential(network_model, args)
+    x = pot.ravel(params)
+    grad = jax.grad(pot.U)
+    hvp = jax.jit(lambda x, v: jax.jvp(grad, (x,), (v,))[1])
+    v, h_max = jnp.ones_like(x) / x.size**0.5, 0.0
+    for _ in range(iterations):
+        w = hvp(x, v)
+        h_max = float(jnp.linalg.norm(w))
+        v = w / h_max
+    return 0.1 / h_max
+
+
+def _sgld(args, params, steps, dtype, eps):
     def run(n):
         t0 = time.perf_counter()
         idata = run_sgld(
             network_model, model_args=args, num_chains=1, num_warmup=n, num_samples=10,
-            thinning=10, step_size=1e-6, init_params=params, progress_bar=False, dtype=dtype,
+            thinning=10, step_size=eps, init_params=params, progress_bar=False, dtype=dtype,
         )  # fmt: skip
         assert idata.posterior.sizes["draw"] == 1
         return time.perf_counter() - t0
@@ -54,14 +76,14 @@ def _sgld(args, params, steps, dtype):
     return min(run(3 * steps) - run(steps) for _ in range(2)) / (2 * steps)
 
 
-def _mcmc(args, params, steps):
+def _mcmc(args, params, steps, eps):
     from numpyro.infer import MCMC
 
     from bayes_attn.inference.sgld import SGLD
 
     def run(n):
         t0 = time.perf_counter()
-        mcmc = MCMC(SGLD(network_model, 1e-6), num_warmup=n, num_samples=10, thinning=10,
+        mcmc = MCMC(SGLD(network_model, eps), num_warmup=n, num_samples=10, thinning=10,
                     progress_bar=False)  # fmt: skip
         mcmc.run(jax.random.key(0), *args, init_params=params)
         jax.block_until_ready(mcmc.get_samples())
@@ -85,11 +107,12 @@ def main():
         params = init_params(jax.random.key(1), task, hyper, d)
         bare = _bare(params, tokens, hyper, args.activation, args.steps)
         margs = (task, hyper, tokens, args.activation, d)
-        f64 = _sgld(margs, params, args.steps, "float64")
-        f32 = _sgld(margs, params, args.steps, "float32")
-        old = _mcmc(margs, params, args.steps)
+        eps = _step_size(margs, params)
+        f64 = _sgld(margs, params, args.steps, "float64", eps)
+        f32 = _sgld(margs, params, args.steps, "float32", eps)
+        old = _mcmc(margs, params, args.steps, eps)
         print(
-            f"d_model={d:5d}: bare value+grad {bare * 1e3:7.2f} ms, run_sgld float64 "
+            f"d_model={d:5d} (ε {eps:.2g}): bare value+grad {bare * 1e3:7.2f} ms, run_sgld float64 "
             f"{f64 * 1e3:7.2f} ms (x{f64 / bare:4.2f}), float32 {f32 * 1e3:7.2f} ms "
             f"(x{f32 / bare:4.2f} of the float64 bare step); NumPyro MCMC {old * 1e3:7.2f} ms "
             f"(x{old / bare:4.2f})"

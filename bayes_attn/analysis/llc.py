@@ -1,12 +1,14 @@
 """The local learning coefficient from a run of :func:`bayes_attn.inference.llc.run_llc`.
 
 :func:`llc_estimate` gives devinterp's fields (``llc_mean``, ``llc_std``, ``llc_per_chain``,
-``loss_trace``, ``init_loss``; devinterp's ``llc/std`` is the spread of the chains' means, kept
-here) and what devinterp does not: the Monte Carlo standard error of ``llc_mean`` from the
-effective sample size (autocorrelation included, ArviZ), the ESS, R-hat across chains started
-from noise around w*, the first ``burnin`` draws left out, and the run's exact MALA acceptance.
-:func:`calibration_verdict` picks the step size of a calibration table
-(:func:`bayes_attn.experiments.llc.calibrate_llc`).
+``loss_trace``, ``init_loss``; ``llc_std`` is devinterp's ``llc/std``, the sample standard
+deviation of the chains' means, ddof = 1 as torch's ``.std()``; :meth:`LLCEstimate.as_devinterp`
+is the same under devinterp's own keys) and what devinterp does not: the Monte Carlo standard
+error of ``llc_mean`` from the effective sample size (autocorrelation included, ArviZ), the ESS,
+R-hat across chains started from noise around w*, the first ``burnin`` draws left out, and the
+run's exact MALA acceptance. :func:`llc_verdict` judges one run (what ``bayes-attn llc`` and
+``bayes-attn diagnose`` print); :func:`calibration_verdict` picks the step size of a calibration
+table (:func:`bayes_attn.experiments.llc.calibrate_llc`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ import xarray as xr
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int
 
-__all__ = ["LLCEstimate", "calibration_verdict", "llc_estimate"]
+__all__ = ["LLCEstimate", "LLCVerdict", "calibration_verdict", "llc_estimate", "llc_verdict"]
+
+MIN_ACCEPTANCE = 0.9
+"""The exact MALA acceptance an SGLD step needs (:func:`llc_verdict`, :func:`calibration_verdict`)."""
+RHAT_MAX = 1.05
+"""The R-hat of λ̂ across chains at or above which :func:`llc_verdict` says they disagree."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +39,8 @@ class LLCEstimate:
     llc_mean : float
         nβ (mean L_n over the chains' kept draws - L_n(w*)).
     llc_std : float
-        The standard deviation of the chains' estimates (devinterp's ``llc/std``).
+        The sample standard deviation of the chains' estimates (ddof = 1, as devinterp's
+        ``llc/std``, torch's ``.std()``; NaN for one chain).
     llc_per_chain : numpy.ndarray
         Each chain's estimate.
     loss_trace : numpy.ndarray
@@ -47,6 +55,12 @@ class LLCEstimate:
         The run's nβ, γ, ε and |∇L_n(w*)|.
     burnin : int
         Draws left out at the start of every chain.
+    exploration : Exploration or None
+        :func:`bayes_attn.analysis.llc_exploration.llc_exploration` of the run: R-hat and ESS of
+        |w − w*| (or an SMC run's own checks) and the problems found; ``summary`` prints them.
+    se_method : str
+        ``"mcse"`` (from the ESS) or ``"runs"`` (tempered SMC: the sd of the runs' λ̂ over
+        sqrt(runs); ``ess`` is then the variance of the draws over ``mcse²``).
     """
 
     llc_mean: float
@@ -63,15 +77,40 @@ class LLCEstimate:
     step_size: float
     grad_norm: float
     burnin: int
+    exploration: object = None
+    se_method: str = "mcse"
+
+    def as_devinterp(self) -> dict:
+        """The estimate under devinterp's keys: ``llc/mean``, ``llc/std`` (ddof = 1),
+        ``llc-chain/i`` (chain i's estimate) and ``loss/trace`` (L_n at the kept draws, chain by
+        draw), so that code written for devinterp's results reads this one."""
+        out = {"llc/mean": self.llc_mean, "llc/std": self.llc_std}
+        out.update({f"llc-chain/{i}": float(v) for i, v in enumerate(self.llc_per_chain)})
+        out["loss/trace"] = self.loss_trace
+        return out
 
     def summary(self) -> str:
-        """One line: the estimate, its MCSE, ESS, R-hat, acceptance and the settings."""
-        return (
-            f"llc {self.llc_mean:.4g} ± {self.mcse:.2g} (MCSE; chains' sd {self.llc_std:.2g}), "
+        """One line: the estimate, its MCSE, ESS, R-hat, acceptance and the settings; then the
+        exploration check's verdict (and its problems, one a line)."""
+        se = "MCSE" if self.se_method == "mcse" else "se of the SMC runs"
+        line = (
+            f"llc {self.llc_mean:.4g} ± {self.mcse:.2g} ({se}; chains' sd {self.llc_std:.2g}), "
             f"ESS {self.ess:.0f}, R-hat {self.rhat:.3f}, MALA acceptance {self.acceptance:.3f}, "
             f"nβ {self.nbeta:.4g}, γ {self.gamma:g}, ε {self.step_size:.3g}, "
             f"L_n(w*) {self.init_loss:.6g}, |∇L_n(w*)| {self.grad_norm:.3g}"
         )
+        x = self.exploration
+        if x is None:
+            return line
+        if self.se_method == "mcse":
+            line += (
+                f"\nexploration: R-hat of |w − w*| {x.rhat_distance:.3f}, ESS {x.ess_distance:.0f}"
+                f" (tail {x.ess_tail_distance:.0f})"
+            )
+        else:
+            line += "\nexploration: the SMC runs' lineages and agreement"
+        line += " — ok" if x.ok else "".join(f"\nWARNING: {p}" for p in x.problems)
+        return line
 
 
 def _const(idata, name) -> float:
@@ -99,14 +138,22 @@ def llc_estimate(idata, burnin: int = 0) -> LLCEstimate:
     per_chain = per_draw.mean(axis=1)
     acc = np.asarray(az.dataset(idata, "sample_stats")["acceptance"], dtype=float)[:, burnin:]
     multi = per_draw.shape[0] > 1
+    from bayes_attn.analysis.llc_exploration import llc_exploration
+
+    smc = az.dataset(idata).attrs.get("llc_sampler") == "smc"
+    if smc:  # independent runs: the error from their spread (inference.llc_smc)
+        se = float(per_chain.std(ddof=1) / math.sqrt(per_chain.size)) if multi else math.nan
+        ess = float(per_draw.var() / se**2) if se > 0 else math.nan
+    else:
+        se, ess = az.mcse(per_draw), az.ess(per_draw)
     return LLCEstimate(
         llc_mean=float(per_draw.mean()),
-        llc_std=float(per_chain.std()),
+        llc_std=float(per_chain.std(ddof=1)) if multi else math.nan,
         llc_per_chain=per_chain,
         loss_trace=loss,
         init_loss=init,
-        mcse=az.mcse(per_draw),
-        ess=az.ess(per_draw),
+        mcse=se,
+        ess=ess,
         rhat=az.rhat(per_draw) if multi else math.nan,
         acceptance=float(acc.mean()),
         nbeta=nbeta,
@@ -114,10 +161,84 @@ def llc_estimate(idata, burnin: int = 0) -> LLCEstimate:
         step_size=_const(idata, "step_size"),
         grad_norm=_const(idata, "grad_norm"),
         burnin=burnin,
+        exploration=llc_exploration(idata, burnin),
+        se_method="runs" if smc else "mcse",
     )
 
 
-def calibration_verdict(table: xr.Dataset, *, min_acceptance: float = 0.9, z: float = 2.0):
+@dataclasses.dataclass(frozen=True)
+class LLCVerdict:
+    """Whether one LLC run can be trusted (:func:`llc_verdict`).
+
+    Attributes
+    ----------
+    trusted : bool
+        No check failed.
+    lines : tuple of str
+        One line per check, in words (what failed, and what to do).
+    """
+
+    trusted: bool
+    lines: tuple
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+def llc_verdict(idata, burnin: int = 0) -> LLCVerdict:
+    """The verdict one run gives on itself: what ``bayes-attn llc`` prints under its estimate
+    (exiting non-zero when it fails) and ``bayes-attn diagnose`` prints for an LLC file.
+
+    * Draws that are not finite: the run diverged (one line; nothing else is judged).
+    * SGLD and RMSProp-SGLD: the exact MALA acceptance of the step must reach
+      :data:`MIN_ACCEPTANCE` (that λ̂ is stable under halving the step needs
+      :func:`~bayes_attn.experiments.llc.calibrate_llc`).
+    * Several chains: R-hat of the per-draw λ̂ must be below :data:`RHAT_MAX` (one chain has
+      no R-hat, which is said, not failed).
+    * The exploration check of :func:`~bayes_attn.analysis.llc_exploration.llc_exploration`
+      (its problems are the WARNING lines of :meth:`LLCEstimate.summary`) must pass.
+    """
+    post = az.dataset(idata)
+    loss = np.asarray(post["loss"], dtype=float)
+    sampler = post.attrs.get("llc_sampler", "?")
+    bad = int(np.sum(~np.isfinite(loss)))
+    if bad:
+        step = _const(idata, "step_size")
+        at = f" at step size {step:.3g}" if math.isfinite(step) else ""
+        return LLCVerdict(False, (
+            f"DIVERGED: {bad} of {loss.size} draws are not finite (NaN or inf): the {sampler} "
+            f"chains left the finite numbers{at}; halve the step (or leave it to the curvature, "
+            "step size 'auto')",
+        ))  # fmt: skip
+    est = llc_estimate(idata, burnin=burnin)
+    lines, ok = [], True
+    if sampler in ("sgld", "rmsprop"):
+        passed = est.acceptance >= MIN_ACCEPTANCE
+        ok &= passed
+        lines.append(
+            f"step: exact MALA acceptance {est.acceptance:.3f} "
+            + (f"passes (>= {MIN_ACCEPTANCE})" if passed else
+               f"FAILS (< {MIN_ACCEPTANCE}): halve the step")
+            + "; that λ̂ is stable under halving the step needs experiments.llc.calibrate_llc"
+        )  # fmt: skip
+    if sampler == "smc":
+        pass  # independent runs: their agreement is the exploration check's
+    elif loss.shape[0] < 2:
+        lines.append("one chain: no R-hat (run several chains to check that they agree)")
+    elif not est.rhat < RHAT_MAX:
+        ok = False
+        lines.append(f"R-hat {est.rhat:.3f} >= {RHAT_MAX}: the chains disagree; run longer")
+    else:
+        lines.append(f"R-hat {est.rhat:.3f} < {RHAT_MAX}: the chains agree")
+    x = est.exploration
+    if x is not None and not x.ok:
+        ok = False
+        lines.append(f"exploration: FAILS ({len(x.problems)} problem(s), the WARNING lines)")
+    return LLCVerdict(bool(ok), tuple(lines))
+
+
+def calibration_verdict(table: xr.Dataset, *, min_acceptance: float = MIN_ACCEPTANCE,
+                        z: float = 2.0):  # fmt: skip
     """The largest step size of a calibration table that passes, per nβ, as a Dataset.
 
     ``table`` has ``llc``, ``mcse`` and ``acceptance`` over (``nbeta``, ``step_size``), the step

@@ -24,7 +24,13 @@ from bayes_attn._validation import check_int, check_positive
 from bayes_attn.analysis.llc import calibration_verdict, llc_estimate
 from bayes_attn.experiments.coexistence import PHASES, phase_starts
 from bayes_attn.inference import resolve_key
-from bayes_attn.inference.llc import exact_frozen_llc, frozen_llc_target, llc_target, run_llc
+from bayes_attn.inference.llc import (
+    exact_frozen_llc,
+    frozen_llc_target,
+    llc_schedule,
+    llc_target,
+    run_llc,
+)
 from bayes_attn.models.levels import (
     EMBEDDINGS_FOLD,
     ORDER_PARAMETERS,
@@ -32,7 +38,7 @@ from bayes_attn.models.levels import (
     order_parameters,
     seed_embeddings,
 )
-from bayes_attn.progress import say
+from bayes_attn.progress import announce, say, seconds_per_call
 from bayes_attn.theory.level1 import level1_fit, level1_map, start_in_span
 
 __all__ = [
@@ -70,7 +76,8 @@ def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=Non
                 batch_size=None, phase: str | None = None, include_logdet: bool = False):  # fmt: skip
     """``(model, model_args, model_kwargs, w_star, n)`` of the LLC at a point.
 
-    ``network``: the network with its embeddings frozen at a prior draw from the seed
+    ``network``: the network (``d_model`` wide; None: V + L, the narrowest frozen-embedding
+    network) with its embeddings frozen at a prior draw from the seed
     (:func:`~bayes_attn.models.levels.seed_embeddings`: the same network as the landscape's
     ``gram_width=d`` at that seed), w* the exact MAP of that network (the readout
     profiled out), as weights. ``kernel``: Level 1, w* its MAP; its likelihood is the evidence
@@ -99,7 +106,7 @@ def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=Non
         model, args, kw = model_with_data("kernel", task, hyper, P, activation, key=key)
         M = level1_map(task, hyper, args[2], activation, M0=M0, include_logdet=include_logdet).M
         return model, args, kw, {"M": M}, P
-    d = check_int("d_model", d_model, task.n_features)
+    d = task.n_features if d_model is None else check_int("d_model", d_model, task.n_features)
     emb = seed_embeddings(task, hyper, d, key=key)
     model, args, kw = model_with_data(
         "network", task, hyper, P, activation, key=key, embeddings=emb, batch_size=batch_size
@@ -109,6 +116,39 @@ def llc_problem(level: str, task, hyper, P: int, activation: str, *, d_model=Non
         M0 = start_in_span(M0, algebra.gram_factor(g, task.n_features))
     M = level1_map(task, hyper, args[2], activation, M0=M0, gram=g, include_logdet=include_logdet).M
     return model, args, kw, network_weights(task, hyper, args[2], activation, M, emb), None
+
+
+def _point_digest(level, task, hyper, P, activation, d_model, seed, batch_size, options) -> str:
+    """What determines a point's run: its values and the run's settings (the key of ``keep``)."""
+    from bayes_attn.inference.smc_checkpoint import digest
+
+    opts = {k: v for k, v in options.items() if k != "progress_bar"}
+    return digest("llc_point/1", level, task, hyper, P, activation, d_model, seed, batch_size, opts)
+
+
+def _kept_run(path, key):
+    """The run that ``path`` holds when it was made with the same arguments (``key``), else None."""
+    from pathlib import Path
+
+    if path is None or not Path(path).exists():
+        return None
+    try:
+        idata = az.from_netcdf(path)
+        same = az.dataset(idata).attrs.get("llc_point") == key
+    except Exception:  # noqa: BLE001 - an unreadable or foreign file is simply not reused
+        return None
+    return idata if same else None
+
+
+def _announce_run(what, target, steps, chains, per_step, enabled):
+    """:func:`bayes_attn.progress.announce` of ``steps`` steps of ``chains`` chains, each step
+    ``per_step`` (low, high) gradients of ``target``'s log density (timed once)."""
+    if not enabled:
+        return
+    grad = jax.jit(jax.grad(target.log_density))
+    seconds = seconds_per_call(grad, target.x_star)
+    n = steps * chains
+    announce(what, (n * per_step[0], n * per_step[1]), seconds)
 
 
 def llc_point(
@@ -124,6 +164,7 @@ def llc_point(
     exact: bool = False,
     exact_draws: int = 1000,
     progress: bool = True,
+    keep=None,
     **options,
 ):
     """The LLC at one point: ``(idata, exact_idata or None)``.
@@ -131,25 +172,78 @@ def llc_point(
     ``options`` go to :func:`~bayes_attn.inference.llc.run_llc` (sampler, chains, draws, burn-in,
     step size, nβ, γ, include_prior). ``exact`` (``network`` only) adds
     :func:`~bayes_attn.inference.llc.exact_frozen_llc` at the same nβ, γ and prior choice, with
-    ``exact_draws`` draws per chain.
+    ``exact_draws`` draws per chain. ``progress`` announces each run's cost before it starts
+    (:func:`bayes_attn.progress.announce`: one timed gradient of its target times the gradients
+    it takes) and shows its progress bar.
+
+    ``keep`` (a path: the CLI's ``--out``) keeps finished stages: the run is written there as
+    soon as it finishes, with the digest of this call's arguments in its attrs (``llc_point``),
+    and a call with the same arguments reads it back instead of running it again; the exact run
+    keeps its state in ``<keep stem>_exact.ckpt.npz`` every 30 s of steps
+    (:func:`~bayes_attn.inference.llc.exact_frozen_llc`'s ``checkpoint``; a NUTS run, ``sampler
+    "nuts"``, in ``<keep stem>_nuts.ckpt.npz``), so that a rerun after an interrupt resumes it,
+    and refuses one made with other arguments.
     """
+    from pathlib import Path
+
+    if exact and level != "network":
+        raise ValueError("exact: the exact LLC is the frozen-embedding network's (level network)")
     model, args, kw, w_star, n = llc_problem(
         level, task, hyper, P, activation, d_model=d_model, seed=seed, batch_size=batch_size
     )
-    if exact and level != "network":
-        raise ValueError("exact: the exact LLC is the frozen-embedding network's (level network)")
-    idata = run_llc(
-        model, w_star, model_args=args, model_kwargs=kw, n=n, seed=seed, progress_bar=progress,
-        **options,
-    )  # fmt: skip
+    key = _point_digest(level, task, hyper, P, activation, d_model, seed, batch_size, options)
+    idata = _kept_run(keep, key)
+    if idata is not None:
+        say("llc: %s holds this run (same arguments); kept", keep, enabled=progress)
+    else:
+        if progress:
+            target = llc_target(
+                model, w_star, model_args=args, model_kwargs=kw, n=n,
+                **{k: options[k] for k in ("nbeta", "gamma", "include_prior") if k in options},
+            )  # fmt: skip
+            import inspect
+
+            o = {k: p.default for k, p in inspect.signature(run_llc).parameters.items()}
+            o.update(options)
+            _, burnin = llc_schedule(target, o["sampler"], o["step_size"], o["num_burnin"])
+            steps = burnin + o["num_draws"] * o["thinning"]
+            per_step = (7, 127) if o["sampler"] == "nuts" else (1, 2)
+            _announce_run(f"llc by {o['sampler']}, {o['num_chains']} chains x {steps} steps",
+                          target, steps, o["num_chains"], per_step, True)  # fmt: skip
+        nuts = options.get("sampler") == "nuts" and keep is not None
+        ckpt = Path(keep).with_name(Path(keep).stem + "_nuts.ckpt.npz") if nuts else None
+        idata = run_llc(
+            model, w_star, model_args=args, model_kwargs=kw, n=n, seed=seed,
+            progress_bar=progress, checkpoint=ckpt, **options,
+        )  # fmt: skip
+        if keep is not None:
+            from bayes_attn.io import write_atomic
+
+            idata["posterior"].attrs["llc_point"] = key
+            write_atomic(idata, keep)
     if not exact:
         return idata, None
     shared = {
         k: options[k] for k in ("nbeta", "gamma", "include_prior", "num_chains") if k in options
     }
+    checkpoint = None
+    if keep is not None:
+        checkpoint = Path(keep).with_name(Path(keep).stem + "_exact.ckpt.npz")
+    if progress:
+        target = frozen_llc_target(
+            model, w_star, model_args=args, model_kwargs=_full_batch(kw),
+            **{k: v for k, v in shared.items() if k != "num_chains"},
+        )  # fmt: skip
+        import inspect
+
+        defaults = inspect.signature(exact_frozen_llc).parameters
+        chains = shared.get("num_chains", defaults["num_chains"].default)
+        steps = defaults["num_burnin"].default + exact_draws
+        _announce_run(f"exact llc by NUTS, {chains} chains x {steps} steps", target, steps,
+                      chains, (7, 127), True)  # fmt: skip
     ex = exact_frozen_llc(
         model, w_star, model_args=args, model_kwargs=_full_batch(kw), num_draws=exact_draws,
-        seed=seed, progress_bar=progress, **shared,
+        seed=seed, progress_bar=progress, checkpoint=checkpoint, **shared,
     )  # fmt: skip
     return idata, ex
 

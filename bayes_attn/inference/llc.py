@@ -24,6 +24,9 @@ Samplers (``sampler=``), all with vectorised chains started from Gaussian noise 
   (Li et al. 2016, without the Γ correction, as devinterp).
 * ``"mala"``: the full-batch Langevin step with its Metropolis correction (exact).
 * ``"nuts"``: NumPyro's NUTS on the same log density (``num_burnin`` adapts the step).
+* ``"smc"``: tempered SMC over the inverse temperature, from the prior or the localization up to
+  nβ (:mod:`bayes_attn.inference.llc_smc`): λ̂ and log Z at every temperature on the way, the
+  error bar from independent runs.
 
 Every SGLD step also records the exact full-batch MALA acceptance of the move it made,
 min(1, p(w') q(w | w') / (p(w) q(w' | w))) with q the full-batch Langevin proposal: how far the
@@ -39,6 +42,7 @@ singularity-aware complexity measure", AISTATS 2025; C. Li, C. Chen, D. Carlson 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -51,11 +55,11 @@ from tqdm.auto import tqdm
 
 from bayes_attn import _arviz as az
 from bayes_attn import algebra
-from bayes_attn._validation import check_int, check_positive
-from bayes_attn.inference._call import resolve_key
+from bayes_attn._validation import SamplerDiverged, check_int, check_positive
 from bayes_attn.inference.convert import finish
 from bayes_attn.inference.potential import Potential, flat_potential, full_plates
 from bayes_attn.inference.record import RunRecord
+from bayes_attn.keys import resolve_key
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_params, network_model
 from bayes_attn.theory.action import gram as design_gram
@@ -66,11 +70,13 @@ __all__ = [
     "default_nbeta",
     "exact_frozen_llc",
     "frozen_llc_target",
+    "llc_schedule",
+    "llc_step_size",
     "llc_target",
     "run_llc",
 ]
 
-LLC_SAMPLERS = ("sgld", "rmsprop", "mala", "nuts")
+LLC_SAMPLERS = ("sgld", "rmsprop", "mala", "nuts", "smc")
 
 
 def default_nbeta(n: int) -> float:
@@ -139,8 +145,26 @@ def _subsampled(model, model_args, model_kwargs) -> bool:
 
 
 def _x_star(pot: Potential, w_star):
-    """w* as a flat unconstrained vector: a dict of constrained site values, or the vector."""
+    """w* as a flat unconstrained vector: a dict of constrained site values, or the vector;
+    checked (the sites, their shapes, finite values) before the model is run at it."""
     if isinstance(w_star, dict):
+        missing = sorted(set(pot.shapes) - set(w_star))
+        unknown = sorted(set(w_star) - set(pot.shapes))
+        if missing or unknown:
+            raise ValueError(
+                f"w_star: needs a value for every latent site {sorted(pot.shapes)} and no other"
+                f" (missing {missing}, unknown {unknown})"
+            )
+        with handlers.block():
+            tr = handlers.trace(handlers.seed(pot.model, 0)).get_trace(
+                *pot.model_args, **pot.model_kwargs
+            )
+        for name in pot.shapes:
+            want, got = tuple(np.shape(tr[name]["value"])), tuple(np.shape(w_star[name]))
+            if got != want:
+                raise ValueError(f"w_star: {name!r} must have shape {want}, got {got}")
+            if not np.all(np.isfinite(np.asarray(w_star[name], dtype=float))):
+                raise ValueError(f"w_star: {name!r} has entries that are not finite (NaN or inf)")
         return pot.unconstrain(w_star)
     x = jnp.asarray(w_star, dtype=float)
     if x.shape != (pot.dim,):
@@ -148,6 +172,8 @@ def _x_star(pot: Potential, w_star):
             f"w_star: a dict of the latent sites' values or a flat unconstrained vector of "
             f"length {pot.dim}, got shape {x.shape}"
         )
+    if not np.all(np.isfinite(np.asarray(x))):
+        raise ValueError("w_star: has entries that are not finite (NaN or inf)")
     return x
 
 
@@ -222,6 +248,49 @@ def llc_target(
     )  # fmt: skip
 
 
+STEP_FRACTION = 0.1
+"""The ``step_size="auto"`` rule's ε h_max (:func:`llc_step_size`)."""
+BURNIN_RELAXATIONS = 5.0
+"""The ``num_burnin="auto"`` rule's steps, in units of 1/(εγ) (:func:`run_llc`)."""
+
+
+def llc_step_size(target: LLCTarget, fraction: float = STEP_FRACTION, iterations: int = 20):
+    """The step size that follows the target's curvature: ε = ``fraction`` / h_max, with h_max the
+    largest eigenvalue (in size) of the Hessian of -log p at w* (full batch), by ``iterations``
+    steps of the power method on Hessian-vector products (about 2 ``iterations`` gradients).
+
+    Along a direction of curvature h, the unadjusted Langevin step has the stationary variance
+    (1/h) / (1 - εh/2) and diverges for εh > 2; at εh_max = 0.1 the stiffest direction is 5 %
+    too wide and the others less. On the networks of docs/validation.md it lands at or below the
+    steps measured there: 1.6e-4 on the L = 8 network at d = 16 (h_max 624; 2.5e-4 was the rung
+    that converged) and 1.1e-6 at Table 1, d = 256, P = 300 (h_max 8.8e4; the LLC study ran
+    2e-6). The power method approaches h_max from below, and a minibatch's gradient noise is not
+    in it: ``calibrate_llc`` certifies a step; this one is where to start.
+    """
+    fraction = check_positive("fraction", fraction)
+    iterations = check_int("iterations", iterations, 1)
+    grad = jax.grad(lambda x: -target.log_density(x))
+
+    @jax.jit
+    def power(x, v):
+        def body(_, carry):
+            v, _ = carry
+            w = jax.jvp(grad, (x,), (v,))[1]
+            norm = jnp.linalg.norm(w)
+            return w / jnp.where(norm > 0, norm, 1.0), norm
+
+        return jax.lax.fori_loop(0, iterations, body, (v, jnp.zeros((), x.dtype)))[1]
+
+    v = jax.random.normal(jax.random.key(0), target.x_star.shape, target.x_star.dtype)
+    h_max = float(power(target.x_star, v / jnp.linalg.norm(v)))
+    if not (math.isfinite(h_max) and h_max > 0):
+        raise ValueError(
+            f"step_size: 'auto' needs a finite, nonzero curvature at w*, got {h_max}; give a "
+            "step size"
+        )
+    return fraction / h_max
+
+
 # --------------------------------------------------------------------------------------------------
 # The Langevin samplers (SGLD, RMSProp-SGLD, MALA) as one scan
 
@@ -272,35 +341,81 @@ def _langevin_step(target: LLCTarget, sampler: str, eps: float, rms: tuple, c: _
     return new, accept
 
 
+def llc_schedule(target: LLCTarget, sampler: str, step_size, num_burnin) -> tuple[float, int]:
+    """(ε, burn-in steps) of :func:`run_llc` on ``target``, ``"auto"`` resolved (its docstring):
+    ε = :func:`llc_step_size` (1e-4 for NUTS, where it only sets the default init noise), the
+    burn-in :data:`BURNIN_RELAXATIONS` / (εγ) (500 for NUTS)."""
+    if isinstance(step_size, str):
+        step_size = 1e-4 if sampler == "nuts" else llc_step_size(target)
+    if isinstance(num_burnin, str) and sampler == "nuts":
+        num_burnin = 500
+    elif isinstance(num_burnin, str):
+        relax = step_size * target.gamma
+        num_burnin = math.ceil(BURNIN_RELAXATIONS / relax) if relax > 0 else 0
+    return step_size, num_burnin
+
+
 def _chunks(total: int, parts: int = 20) -> list[int]:
     size = max(1, -(-total // parts))
     return [min(size, total - i) for i in range(0, total, size)]
 
 
+BLOWUP = 1e3
+"""A chain has blown up when its log density falls more than ``BLOWUP (D + 10)`` below its
+start: a chain in equilibrium sits O(D) below w*'s, D the flat dimension."""
+
+CHUNK_SECONDS = 1.0
+"""The wall time a compiled chunk of steps aims at: progress, divergence checks and Ctrl-C act
+between chunks."""
+
+
+class _Chunker:
+    """Chunk sizes that aim at :data:`CHUNK_SECONDS` each: from 1 unit, at most 4 times the last
+    (the first call also compiles) and never above ``cap``."""
+
+    def __init__(self, cap: int):
+        self.cap, self.n = max(1, cap), 1
+
+    def __call__(self, left: int) -> int:
+        return max(1, min(self.n, left, self.cap))
+
+    def timed(self, n: int, seconds: float) -> None:
+        rate = seconds / n
+        grow = CHUNK_SECONDS / rate if rate > 0 else 4 * n
+        self.n = int(max(1, min(4 * n, grow, self.cap)))
+
+
 def _run_langevin(target, sampler, x0, keys, eps, rms, num_burnin, num_draws, thinning, bar):
-    """Vectorised chains: burn-in then the kept draws, in chunks for the progress bar, every
-    chunk one compiled program (the counts are traced)."""
+    """Vectorised chains: burn-in then the kept draws, in chunks of about
+    :data:`CHUNK_SECONDS` each (every chunk one compiled program: the counts are traced, and the
+    draws do not depend on the chunks). Each chunk carries per chain the first step (from 1) whose
+    log density is not finite or has blown up (:data:`BLOWUP`); after a chunk in which one did,
+    :class:`~bayes_attn._validation.SamplerDiverged`."""
     size = max(_chunks(num_draws))
 
     def record(c):
         return (c.loss, jnp.linalg.norm(c.x - target.x_star))
 
-    def chain_chunk(c, n_draws, n_inner):
+    def chain_chunk(c, bad, floor, n_draws, n_inner, first):
         def one(_, carry):
-            c, acc = carry
+            c, acc, bad, k = carry
             c, a = _langevin_step(target, sampler, eps, rms, c)
-            return c, acc + a
+            k = k + 1
+            wrong = ~jnp.isfinite(c.logp) | (c.logp < floor)
+            return c, acc + a, jnp.where((bad == 0) & wrong, k, bad), k
 
         def draw(i, carry):
-            c, buf = carry
-            c, acc = jax.lax.fori_loop(0, n_inner, one, (c, jnp.zeros((), c.x.dtype)))
+            c, bad, buf, k = carry
+            zero = jnp.zeros((), c.x.dtype)
+            c, acc, bad, k = jax.lax.fori_loop(0, n_inner, one, (c, zero, bad, k))
             rec = (*record(c), acc / n_inner)
-            return c, jax.tree.map(lambda b, r: b.at[i].set(r), buf, rec)
+            return c, bad, jax.tree.map(lambda b, r: b.at[i].set(r), buf, rec), k
 
         buf = tuple(jnp.zeros(size, c.x.dtype) for _ in range(3))
-        return jax.lax.fori_loop(0, n_draws, draw, (c, buf))
+        c, bad, buf, _ = jax.lax.fori_loop(0, n_draws, draw, (c, bad, buf, first))
+        return c, bad, buf
 
-    chunk = jax.jit(jax.vmap(chain_chunk, in_axes=(0, None, None)))
+    chunk = jax.jit(jax.vmap(chain_chunk, in_axes=(0, 0, 0, None, None, None)))
 
     def start(x, key):
         (logp, loss), grad = jax.value_and_grad(
@@ -309,14 +424,40 @@ def _run_langevin(target, sampler, x0, keys, eps, rms, num_burnin, num_draws, th
         return _Chain(x, logp, grad, loss, jnp.zeros_like(x), key)
 
     chains = jax.jit(jax.vmap(start))(x0, keys)
-    for steps in _chunks(num_burnin):
-        chains = chunk(chains, 1, steps)[0]
-        bar.update(steps)
+    floor = chains.logp - BLOWUP * (target.x_star.size + 10)
+    bad = jnp.zeros(x0.shape[0], dtype=int)
+    done = 0
+
+    def advance(chains, bad, n_draws, n_inner):
+        nonlocal done
+        chains, bad, rec = chunk(chains, bad, floor, n_draws, n_inner, done)
+        b = np.asarray(bad)
+        if b.any():
+            raise SamplerDiverged(
+                sampler, int(b[b > 0].min()), eps, np.flatnonzero(b),
+                hint="halve step_size, or leave it to the curvature (step_size='auto')",
+            )  # fmt: skip
+        done += n_draws * n_inner
+        return chains, bad, rec
+
+    sizes = _Chunker(max(_chunks(num_burnin)) if num_burnin else 1)
+    left = num_burnin
+    while left:
+        n, t0 = sizes(left), time.perf_counter()
+        chains, bad, _ = advance(chains, bad, 1, n)
+        sizes.timed(n, time.perf_counter() - t0)
+        left -= n
+        bar.update(n)
     out = []
-    for steps in _chunks(num_draws):
-        chains, rec = chunk(chains, steps, thinning)
-        out.append([np.asarray(r)[:, :steps] for r in rec])
-        bar.update(steps * thinning)
+    sizes = _Chunker(size)
+    left = num_draws
+    while left:
+        n, t0 = sizes(left), time.perf_counter()
+        chains, bad, rec = advance(chains, bad, n, thinning)
+        out.append([np.asarray(r)[:, :n] for r in rec])
+        sizes.timed(n, time.perf_counter() - t0)
+        left -= n
+        bar.update(n * thinning)
     loss, dist, acc = (np.concatenate([o[i] for o in out], axis=1) for i in range(3))
     return loss, dist, acc
 
@@ -330,29 +471,146 @@ def _per_draw(f, x, batch_size: int = 16):
     return jax.tree.map(lambda v: v.reshape(c, n, *v.shape[1:]), out)
 
 
-def _run_nuts(target, x0, key, num_burnin, num_draws, thinning, progress_bar):
-    from numpyro.infer import MCMC, NUTS
+CHECKPOINT_FORMAT = "bayes_attn.llc.nuts.checkpoint/1"
+CHECKPOINT_SECONDS = 30.0
+"""A NUTS checkpoint is written after a chunk when this many seconds have passed since the last."""
 
-    mcmc = MCMC(
-        NUTS(potential_fn=lambda x: -target.log_density(x)),
-        num_warmup=num_burnin,
-        num_samples=num_draws * thinning,
-        num_chains=x0.shape[0],
-        thinning=thinning,
-        chain_method="vectorized",
-        progress_bar=progress_bar,
-    )
-    mcmc.run(key, init_params=x0, extra_fields=("accept_prob",))
-    x = mcmc.get_samples(group_by_chain=True)
+
+def _nuts_fingerprint(target, x0, key, num_burnin, num_draws, thinning) -> str:
+    """What determines a NUTS run's draws: the target (its settings and its log density at two
+    points, which tells closures apart), the starts, the key and the counts."""
+    from bayes_attn.inference.smc_checkpoint import digest
+
+    probe = target.x_star + 0.01 * jnp.cos(jnp.arange(target.x_star.size))
+    dens = [float(jax.jit(target.log_density)(x)) for x in (target.x_star, probe)]
+    dens = [np.format_float_scientific(v, precision=9) for v in dens]
+    return digest(
+        CHECKPOINT_FORMAT, np.asarray(target.x_star), target.n, target.nbeta, target.gamma,
+        target.include_prior, dens, np.asarray(x0), np.asarray(jax.random.key_data(key)),
+        num_burnin, num_draws, thinning,
+    )  # fmt: skip
+
+
+def _save_nuts(path, fingerprint, state, steps, x, acc):
+    """The NUTS state after ``steps`` steps and the kept draws so far, atomically (npz, no
+    pickles; a temporary file beside it, then ``os.replace``)."""
+    import os
+
+    arrays = {"format": np.array(CHECKPOINT_FORMAT), "fingerprint": np.array(fingerprint)}
+    arrays.update(steps=np.array(steps), x=np.asarray(x), acceptance=np.asarray(acc))
+    for i, leaf in enumerate(jax.tree.leaves(state)):
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        arrays[f"state/{i}"] = np.asarray(leaf)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _load_nuts(path, fingerprint, template):
+    """(state, steps, x, acceptance) from ``path``, or None when there is no file; a file made
+    by a run with other arguments is refused (``ValueError`` naming ``checkpoint``)."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same message
+        raise ValueError(f"checkpoint: {path} is not a readable checkpoint ({err})") from None
+    if str(data.get("format", "")) != CHECKPOINT_FORMAT:
+        raise ValueError(f"checkpoint: {path} is not an LLC NUTS checkpoint ({CHECKPOINT_FORMAT})")
+    if str(data["fingerprint"]) != fingerprint:
+        raise ValueError(
+            f"checkpoint: {path} was written by a run with other arguments; rerun with the "
+            "arguments it was made with, or remove the file to start afresh"
+        )
+    flat, treedef = jax.tree.flatten(template)
+    leaves = []
+    for i, t in enumerate(flat):
+        v = data[f"state/{i}"]
+        if jax.dtypes.issubdtype(t.dtype, jax.dtypes.prng_key):
+            leaves.append(jax.random.wrap_key_data(v, impl=jax.random.key_impl(t)))
+        else:
+            leaves.append(jnp.asarray(v, dtype=t.dtype))
+    state = jax.tree.unflatten(treedef, leaves)
+    return state, int(data["steps"]), data["x"], data["acceptance"]
+
+
+def _run_nuts(target, x0, key, num_burnin, num_draws, thinning, progress_bar, checkpoint=None):
+    """NumPyro's NUTS kernel on the target, chains vectorised, stepped as ``MCMC`` steps it (the
+    same init, keys and steps) in compiled chunks of about :data:`CHUNK_SECONDS`, warm-up
+    included (the kernel adapts while its step count is below ``num_burnin``), so that Ctrl-C
+    stops it within seconds. With ``checkpoint`` (a path) the state and the draws so far are
+    written after a chunk every :data:`CHECKPOINT_SECONDS` and read back by a rerun with the same
+    arguments (refused when made with others), and the file is removed when the run completes."""
+    from pathlib import Path
+
+    from numpyro.infer import NUTS
+
+    kernel = NUTS(potential_fn=lambda x: -target.log_density(x))
+    chains = x0.shape[0]
+    keys = jax.random.split(key, chains) if chains > 1 else key
+    x0 = jax.lax.convert_element_type(x0, jnp.result_type(x0))
+    state = kernel.init(keys, num_burnin, x0, (), {})
+    total = num_burnin + num_draws * thinning
+    start = num_burnin  # the first step MCMC collects (0-based); it keeps each block's last
+    xs, accs, steps = np.zeros((0, chains, x0.shape[-1])), np.zeros((0, chains)), 0
+    path, fp = None, None
+    if checkpoint is not None:
+        path = Path(checkpoint)
+        fp = _nuts_fingerprint(target, x0, key, num_burnin, num_draws, thinning)
+        saved = _load_nuts(path, fp, state)
+        if saved is not None:
+            state, steps, xs, accs = saved
+    cap = max(1, -(-total // 20))
+
+    @jax.jit
+    def advance(state, n):
+        """``n`` steps: the state and, per step, z and the acceptance."""
+
+        def one(i, carry):
+            s, zs, acc = carry
+            s = kernel.sample(s, (), {})
+            return s, zs.at[i].set(s.z), acc.at[i].set(s.accept_prob)
+
+        zs = jnp.zeros((cap, *state.z.shape), state.z.dtype)
+        acc = jnp.zeros((cap, *state.accept_prob.shape), state.accept_prob.dtype)
+        return jax.lax.fori_loop(0, n, one, (state, zs, acc))
+
+    sizes, saved = _Chunker(cap), time.perf_counter()
+    with tqdm(total=total, initial=steps, disable=not progress_bar, desc="llc nuts") as bar:
+        while steps < total:
+            n, t0 = sizes(total - steps), time.perf_counter()
+            state, zs, acc = advance(state, n)
+            idx = np.arange(steps, steps + n)
+            keep = (idx >= start) & ((idx - start) % thinning == thinning - 1)  # MCMC's rule
+            zs, acc = np.asarray(zs)[:n], np.asarray(acc)[:n]
+            zs = zs.reshape(n, chains, -1) if chains > 1 else zs.reshape(n, 1, -1)
+            acc = acc.reshape(n, chains)
+            xs = np.concatenate([xs, zs[keep]])
+            accs = np.concatenate([accs, acc[keep]])
+            steps += n
+            sizes.timed(n, time.perf_counter() - t0)
+            bar.update(n)
+            if path is not None and time.perf_counter() - saved >= CHECKPOINT_SECONDS:
+                _save_nuts(path, fp, state, steps, xs, accs)
+                saved = time.perf_counter()
+    x = jnp.asarray(np.swapaxes(xs, 0, 1))
     loss = _per_draw(target.loss, x)
     if target.sq_distance is None:
         dist = jnp.linalg.norm(x - target.x_star, axis=-1)
     else:
         dist = jnp.sqrt(_per_draw(target.sq_distance, x))
-    acc = mcmc.get_extra_fields(group_by_chain=True)["accept_prob"]
     order = {} if target.order is None else _per_draw(target.order, x)
-    loss, dist, acc = (np.asarray(a) for a in (loss, dist, acc))
-    return loss, dist, acc, {k: np.asarray(v) for k, v in order.items()}
+    loss, dist = (np.asarray(a) for a in (loss, dist))
+    if path is not None:
+        path.unlink(missing_ok=True)
+    return loss, dist, np.swapaxes(accs, 0, 1), {k: np.asarray(v) for k, v in order.items()}
 
 
 def run_llc(
@@ -364,9 +622,9 @@ def run_llc(
     sampler: str = "sgld",
     num_chains: int = 4,
     num_draws: int = 200,
-    num_burnin: int = 0,
+    num_burnin: int | str = 0,
     thinning: int = 1,
-    step_size: float = 1e-4,
+    step_size: float | str = "auto",
     nbeta: float | None = None,
     gamma: float = 100.0,
     include_prior: bool = False,
@@ -376,15 +634,29 @@ def run_llc(
     seed: int | None = None,
     key=None,
     progress_bar: bool = False,
+    checkpoint=None,
 ):
     """Sample the localized tempered target of :func:`llc_target` around ``w_star``.
 
     Parameters
     ----------
-    sampler : {"sgld", "rmsprop", "mala", "nuts"}
-        Module docstring. ``step_size`` is ε of the Langevin samplers (NUTS adapts its own).
+    sampler : {"sgld", "rmsprop", "mala", "nuts", "smc"}
+        Module docstring. ``"smc"``: tempered SMC from the base up to nβ
+        (:func:`bayes_attn.inference.llc_smc.run_llc_smc`, with ``num_chains`` independent runs
+        of ``num_draws`` particles; the burn-in, thinning, step and start options do not apply).
+    step_size : float or "auto"
+        ε of the Langevin samplers. ``"auto"`` (default): 0.1 / h_max, h_max the largest
+        curvature of the target at w* (:func:`llc_step_size`), so that the step follows the
+        model's scale (the fixed 1e-4 of earlier versions diverges on the Table-1 network at
+        d = 256). NUTS adapts its own step; for it ε only sets the default ``init_noise``, and
+        ``"auto"`` stands for 1e-4 there. A chain whose state stops being finite or blows up
+        raises :class:`~bayes_attn._validation.SamplerDiverged` (one line: the step, ε).
     num_chains, num_draws, num_burnin, thinning : int
         Chains (vectorised); draws kept (each ``thinning`` steps); steps discarded first.
+        ``num_burnin="auto"``: :data:`BURNIN_RELAXATIONS` / (εγ) for the Langevin samplers, five
+        relaxation times of the directions that γ alone holds (the chains start at w*, and
+        those directions relax slowest: docs/validation.md, "λ̂ against P at Table 1"); 0
+        without localization; 500 for NUTS (its warm-up, as :func:`exact_frozen_llc`).
     nbeta, gamma, include_prior, n
         As in :func:`llc_target`.
     init_noise : float, optional
@@ -394,6 +666,10 @@ def run_llc(
         RMSProp's decay and its δ (``sampler="rmsprop"``).
     seed, key
         Either (seed 0 when neither is given).
+    checkpoint : path, optional
+        NUTS only: a file that keeps the run's state and draws (every 30 s of steps), so
+        that a rerun with the same arguments resumes where an interrupted one stopped (refused
+        when made with other arguments; removed when the run completes).
 
     Returns
     -------
@@ -407,30 +683,47 @@ def run_llc(
     """
     if sampler not in LLC_SAMPLERS:
         raise ValueError(f"sampler must be one of {LLC_SAMPLERS}, got {sampler!r}")
+    if checkpoint is not None and sampler != "nuts":
+        raise ValueError(f"checkpoint: only NUTS runs keep one, not {sampler!r}")
+    if sampler == "smc":  # tempered SMC over nβ: chains are its runs, draws its particles
+        from bayes_attn.inference.llc_smc import run_llc_smc
+
+        return run_llc_smc(
+            model, w_star, model_args=model_args, model_kwargs=model_kwargs, nbeta=nbeta,
+            gamma=gamma, include_prior=include_prior, n=n, num_particles=num_draws,
+            num_runs=num_chains, seed=seed, key=key, progress_bar=progress_bar,
+        )  # fmt: skip
     num_chains = check_int("num_chains", num_chains, 1)
     num_draws = check_int("num_draws", num_draws, 1)
-    num_burnin = check_int("num_burnin", num_burnin, 0)
+    auto_burnin = isinstance(num_burnin, str) and num_burnin == "auto"
+    if not auto_burnin:
+        num_burnin = check_int("num_burnin", num_burnin, 0)
     thinning = check_int("thinning", thinning, 1)
-    step_size = check_positive("step_size", step_size)
+    auto = isinstance(step_size, str) and step_size == "auto"
+    if not auto:
+        step_size = check_positive("step_size", step_size)
     alpha, delta = (float(a) for a in rmsprop)
     if not (0 <= alpha < 1 and delta > 0):
         raise ValueError(f"rmsprop must be (alpha in [0, 1), delta > 0), got {rmsprop!r}")
-    init_noise = math.sqrt(2 * step_size) if init_noise is None else float(init_noise)
-    if not (math.isfinite(init_noise) and init_noise >= 0):
-        raise ValueError(f"init_noise must be a finite number >= 0, got {init_noise!r}")
+    if init_noise is not None:
+        init_noise = float(init_noise)
+        if not (math.isfinite(init_noise) and init_noise >= 0):
+            raise ValueError(f"init_noise must be a finite number >= 0, got {init_noise!r}")
     rng, seed, key_attrs = resolve_key(key, seed)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     target = llc_target(
         model, w_star, model_args=model_args, model_kwargs=model_kwargs, nbeta=nbeta,
         gamma=gamma, include_prior=include_prior, n=n,
     )  # fmt: skip
+    step_size, num_burnin = llc_schedule(target, sampler, step_size, num_burnin)
+    init_noise = math.sqrt(2 * step_size) if init_noise is None else init_noise
     k_init, k_run = jax.random.split(rng)
     x0 = target.x_star + init_noise * jax.random.normal(
         k_init, (num_chains, target.x_star.size), target.x_star.dtype
     )
     if sampler == "nuts":
         loss, dist, acc, _ = _run_nuts(
-            target, x0, k_run, num_burnin, num_draws, thinning, progress_bar
+            target, x0, k_run, num_burnin, num_draws, thinning, progress_bar, checkpoint
         )
     else:
         total = num_burnin + num_draws * thinning
@@ -442,7 +735,9 @@ def run_llc(
     record = RunRecord(
         "llc", seed, num_chains, num_burnin, num_draws, thinning,
         settings={
-            "llc_sampler": sampler, "step_size": step_size, "nbeta": target.nbeta,
+            "llc_sampler": sampler, "step_size": step_size,
+            **({"step_rule": "auto"} if auto and sampler != "nuts" else {}),
+            **({"burnin_rule": "auto"} if auto_burnin else {}), "nbeta": target.nbeta,
             "gamma": target.gamma, "include_prior": include_prior, "n": target.n,
             "init_noise": init_noise, "subsampled": target.subsampled, **key_attrs,
         },
@@ -534,6 +829,16 @@ def frozen_llc_target(
     gamma = float(gamma)
     if not (math.isfinite(gamma) and gamma >= 0):
         raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    want = {"W_G": (d, d), "W_O": (V, d)}
+    for name, shape in want.items():
+        if not isinstance(w_star, dict) or name not in w_star:
+            raise ValueError(f"w_star: a dict with the network's W_G {(d, d)} and W_O {(V, d)}")
+        if tuple(np.shape(w_star[name])) != shape:
+            raise ValueError(
+                f"w_star: {name!r} must have shape {shape}, got {tuple(np.shape(w_star[name]))}"
+            )
+        if not np.all(np.isfinite(np.asarray(w_star[name], dtype=float))):
+            raise ValueError(f"w_star: {name!r} has entries that are not finite (NaN or inf)")
     R = algebra.gram_factor(algebra.embedding_gram(W_emb, pos), n_f)
     U = algebra.span_basis(W_emb, pos)
     M_star = U.T @ jnp.asarray(w_star["W_G"]) @ U
@@ -614,6 +919,7 @@ def exact_frozen_llc(
     seed: int | None = None,
     key=None,
     progress_bar: bool = False,
+    checkpoint=None,
 ):
     """The LLC of the frozen-embedding network by NUTS on :func:`frozen_llc_target` (M~, W_O
     integrated out): the ground truth for :func:`run_llc` on the explicit network at the same
@@ -621,7 +927,8 @@ def exact_frozen_llc(
     ``distance`` is the rms distance from w* in the embeddings' span given M~, the readout
     integrated: (|M~ - M~*|² + E[|W_O - W_O*|² | M~])^½; ``acceptance`` NUTS's), so
     :func:`bayes_attn.analysis.llc.llc_estimate` reads it; the record says ``llc_sampler``
-    ``exact-nuts``."""
+    ``exact-nuts``. ``checkpoint`` (a path) keeps the state and the draws every 30 s of steps,
+    so that a rerun with the same arguments resumes (as :func:`run_llc`'s)."""
     num_chains = check_int("num_chains", num_chains, 1)
     num_draws = check_int("num_draws", num_draws, 1)
     num_burnin = check_int("num_burnin", num_burnin, 0)
@@ -633,7 +940,9 @@ def exact_frozen_llc(
     )  # fmt: skip
     k_init, k_run = jax.random.split(rng)
     x0 = target.x_star + init_noise * jax.random.normal(k_init, (num_chains, target.x_star.size))
-    loss, dist, acc, order = _run_nuts(target, x0, k_run, num_burnin, num_draws, 1, progress_bar)
+    loss, dist, acc, order = _run_nuts(
+        target, x0, k_run, num_burnin, num_draws, 1, progress_bar, checkpoint
+    )
     record = RunRecord(
         "llc", seed, num_chains, num_burnin, num_draws, 1,
         settings={

@@ -50,16 +50,21 @@ from numpyro.util import is_prng_key, not_jax_tracer
 from tqdm.auto import tqdm
 
 from bayes_attn import _arviz as az
-from bayes_attn._validation import check_int, check_positive
-from bayes_attn.inference._call import model_call, resolve_key
+from bayes_attn._validation import SamplerDiverged, check_int, check_positive
+from bayes_attn.inference._call import model_call
 from bayes_attn.inference.convert import from_draws
 from bayes_attn.inference.potential import full_plates
 from bayes_attn.inference.record import RunRecord, tokens_of
+from bayes_attn.keys import resolve_key
 
 StepSize = float | Callable[[jax.Array], jax.Array]
 
 SAMPLE_STATS = ("potential_energy", "grad_norm", "step_size")
 """The state fields :func:`run_sgld` collects into ``sample_stats``."""
+
+BLOWUP = 1e3
+"""A chain has blown up when its potential energy rises more than ``BLOWUP (D + 10) max(T, 1)``
+above its start (D the unconstrained dimension): in equilibrium it sits O(D T) above the mode."""
 
 
 class SGLDState(NamedTuple):
@@ -308,7 +313,9 @@ def _drive(kernel: SGLD, rng, num_chains, num_warmup, num_samples, thinning, ini
     """The chains' kept states, (draw, [chain,] ...) per field, stepping as NumPyro's ``MCMC``
     does (the same keys, the same steps, the draw kept at the end of every ``thinning`` steps),
     without post-processing every step: the sites and order parameters are formed afterwards,
-    for the kept draws only."""
+    for the kept draws only. Each chunk carries per chain the first step (from 1) whose
+    potential or gradient is not finite or has blown up (:data:`BLOWUP`); after a chunk in which
+    one did, :class:`~bayes_attn._validation.SamplerDiverged`."""
     if init_params is not None and jax.config.jax_enable_x64:
         init_params = jax.tree.map(
             lambda x: jax.lax.convert_element_type(x, jnp.result_type(x)), init_params
@@ -318,37 +325,62 @@ def _drive(kernel: SGLD, rng, num_chains, num_warmup, num_samples, thinning, ini
     if num_chains > 1:
         rng = random.split(rng, num_chains)
     state = kernel.init(rng, num_warmup, init_params, model_args, model_kwargs)
+    dim = ravel_pytree(state.z)[0].size // num_chains
+    temperature = max(kernel._temperature, 1.0)
+    ceiling = state.potential_energy + BLOWUP * (dim + 10) * temperature
+    bad = jnp.zeros(jnp.shape(state.potential_energy), dtype=int)
+    done = 0
 
     draws = num_samples // thinning
     first = num_warmup + num_samples % thinning  # MCMC's collection starts there
     size = max(_chunks(draws))
 
     @jax.jit
-    def advance(state, n_draws, n_inner):
+    def advance(state, bad, n_draws, n_inner, first):
         """``n_draws`` draws of ``n_inner`` steps each, recorded in a buffer of ``size`` rows;
         the counts are traced, so every chunk (burn-in included) runs one compiled program."""
 
-        def one(_, s):
-            return kernel.sample(s, model_args, model_kwargs)
+        def one(_, carry):
+            s, bad, k = carry
+            s = kernel.sample(s, model_args, model_kwargs)
+            k = k + 1
+            finite = jnp.isfinite(s.potential_energy) & jnp.isfinite(s.grad_norm)
+            wrong = ~finite | (s.potential_energy > ceiling)
+            return s, jnp.where((bad == 0) & wrong, k, bad), k
 
         def fields(s):
             return (s.z, s.potential_energy, s.grad_norm, s.step_size)
 
         def draw(i, carry):
-            s, buf = carry
-            s = jax.lax.fori_loop(0, n_inner, one, s)
-            return s, jax.tree.map(lambda b, r: b.at[i].set(r), buf, fields(s))
+            s, bad, buf, k = carry
+            s, bad, k = jax.lax.fori_loop(0, n_inner, one, (s, bad, k))
+            return s, bad, jax.tree.map(lambda b, r: b.at[i].set(r), buf, fields(s)), k
 
         buf = jax.tree.map(lambda r: jnp.zeros((size, *r.shape), r.dtype), fields(state))
-        return jax.lax.fori_loop(0, n_draws, draw, (state, buf))
+        s, bad, buf, _ = jax.lax.fori_loop(0, n_draws, draw, (state, bad, buf, first))
+        return s, bad, buf
+
+    def checked(state, bad, n_draws, n_inner):
+        nonlocal done
+        state, bad, rec = advance(state, bad, n_draws, n_inner, done)
+        b = np.atleast_1d(np.asarray(bad))
+        if b.any():
+            step = kernel._step_size
+            raise SamplerDiverged(
+                "sgld", int(b[b > 0].min()), step if not callable(step) else f"schedule {step!r}",
+                np.flatnonzero(b) if num_chains > 1 else (),
+                hint="halve step_size (the step must stay below 2 / the largest curvature)",
+            )  # fmt: skip
+        done += n_draws * n_inner
+        return state, bad, rec
 
     kept = []
     with tqdm(total=first + draws * thinning, disable=not progress_bar, desc="sgld") as bar:
         for steps in _chunks(first):
-            state = advance(state, 1, steps)[0]
+            state, bad, _ = checked(state, bad, 1, steps)
             bar.update(steps)
         for steps in _chunks(draws):
-            state, rec = advance(state, steps, thinning)
+            state, bad, rec = checked(state, bad, steps, thinning)
             kept.append(jax.tree.map(lambda a, n=steps: a[:n], rec))
             bar.update(steps * thinning)
     return jax.tree.map(lambda *a: jnp.concatenate(a), *kept)

@@ -1,0 +1,296 @@
+"""The LLC's edges that a new user meets (issue 46): the CLI's defaults, a sampler that
+diverges, the verdict beside the number, resuming an interrupted run, bad input, devinterp's
+fields.
+
+Most tests run on the quadratic L_n = ½ Σ a_i w_i² (w* = 0, a = (1, 4, 0.25)), whose localized
+target has the curvatures h_i = nβ a_i + γ exactly, so a step's fate is known in advance: the
+unadjusted Langevin recursion w' = (1 - εh) w + √(2ε) ξ diverges for εh > 2. The CLI's tests put
+the quadratic in place of the copy-task problem (``llc_problem``) so that they test the command,
+not the MAP; the seeds are fixed and were not chosen.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+import bayes_attn as ba
+from bayes_attn import _arviz as az
+from bayes_attn._validation import SamplerDiverged
+from bayes_attn.analysis.llc import llc_estimate, llc_verdict
+from bayes_attn.cli import main
+from bayes_attn.inference.llc import llc_step_size, llc_target, run_llc
+
+A = np.array([1.0, 4.0, 0.25])
+NBETA, GAMMA = 50.0, 10.0
+H_MAX = NBETA * A.max() + GAMMA  # 210
+
+
+def quadratic(n=100):
+    w = numpyro.sample("w", dist.Normal(0.0, 10.0).expand((3,)).to_event(1))
+    numpyro.factor("loss", -n * 0.5 * jnp.sum(jnp.asarray(A) * w**2))
+
+
+def normal_model():
+    numpyro.sample("x", dist.Normal(0.0, 0.01).expand((2,)).to_event(1))
+
+
+@pytest.fixture
+def quadratic_problem(monkeypatch):
+    """``llc_problem`` returns the quadratic at nβ = 50 (n = 100 examples) whatever it is asked."""
+    import bayes_attn.experiments.llc as experiment
+
+    monkeypatch.setattr(
+        experiment, "llc_problem", lambda *a, **k: (quadratic, (), {}, jnp.zeros(3), 100)
+    )
+
+
+def cli(capsys, *argv):
+    code = main(["-q", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. The defaults work on Table 1
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_llc_default_width_fits_table_1(monkeypatch, tmp_path):
+    """``bayes-attn llc`` with no options used d_model = 16 < V + L = 30 and refused itself; now
+    the default width is V + L (the work is stopped where the network is built)."""
+    import bayes_attn.experiments.llc as experiment
+
+    widths = []
+
+    def stop(task, hyper, d, key):
+        widths.append(d)
+        raise _Stop
+
+    monkeypatch.setattr(experiment, "seed_embeddings", stop)
+    with pytest.raises(_Stop):
+        main(["-q", "llc", "--out", str(tmp_path / "llc.nc")])
+    assert widths == [ba.CopyTask.paper().n_features]
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. The step follows the curvature; a diverging sampler stops with one line
+
+
+def test_auto_step_is_a_tenth_of_the_inverse_curvature():
+    """On the quadratic h_max = nβ a_max + γ = 210 exactly (the power method converges to it),
+    and ``run_llc``'s default step is 0.1 / h_max, recorded as a number."""
+    target = llc_target(quadratic, jnp.zeros(3), nbeta=NBETA, gamma=GAMMA, n=100)
+    assert llc_step_size(target) == pytest.approx(0.1 / H_MAX, rel=1e-9)
+    idata = run_llc(quadratic, jnp.zeros(3), n=100, nbeta=NBETA, gamma=GAMMA, num_draws=20)
+    assert llc_estimate(idata).step_size == pytest.approx(0.1 / H_MAX, rel=1e-9)
+    assert idata.posterior.attrs["step_rule"] == "auto"
+    auto = run_llc(quadratic, jnp.zeros(3), n=100, nbeta=NBETA, gamma=GAMMA, num_draws=20,
+                   num_burnin="auto")  # fmt: skip
+    assert auto.posterior.attrs["warmup"] == int(np.ceil(5 * H_MAX / (0.1 * GAMMA)))  # 1050
+
+
+@pytest.mark.parametrize(
+    "eps, last",
+    [
+        (0.1, 40),  # εh_max = 21: non-finite within about 240 steps; seen by step 40
+        (0.0125, 200),  # εh_max = 2.6: |1 - εh| = 1.6 a step, finite but blown up by step 200
+    ],
+)
+def test_diverging_sgld_stops_with_one_line(eps, last):
+    with pytest.raises(SamplerDiverged) as err:
+        run_llc(quadratic, jnp.zeros(3), n=100, nbeta=NBETA, gamma=GAMMA, step_size=eps,
+                num_draws=300, seed=0)  # fmt: skip
+    e = err.value
+    assert "\n" not in str(e) and "sgld diverged at step" in str(e) and f"{eps:.3g}" in str(e)
+    assert 1 <= e.step <= last and e.step_size == eps and e.chains
+
+
+def test_diverging_run_sgld_stops_with_one_line():
+    """run_sgld on N(0, 0.01²): the potential's curvature is 10⁴, so ε = 1 diverges at once
+    (before: NaN draws, or NumPyro's 'invalid loc parameter' on a network)."""
+    from bayes_attn.inference import run_sgld
+
+    with pytest.raises(SamplerDiverged, match=r"^sgld diverged at step \d+ .*step size 1") as err:
+        run_sgld(normal_model, num_chains=2, num_warmup=50, num_samples=50, step_size=1.0,
+                 progress_bar=False, init_params={"x": np.zeros((2, 2))})  # fmt: skip
+    assert "\n" not in str(err.value) and err.value.step <= 100
+
+
+def test_cli_diverged_sampler_is_one_line_and_status_1(capsys, tmp_path, quadratic_problem):
+    code, out, err = cli(capsys, "llc", "--step-size", "0.1", "--nbeta", NBETA, "--gamma", GAMMA,
+                         "--out", tmp_path / "llc.nc")  # fmt: skip
+    assert code == 1 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "diverged at step" in lines[0] and "0.1" in lines[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. The verdict beside the number; 5. diagnose on a diverged run
+
+
+def test_cli_prints_the_verdict_of_diagnose_and_exits_1_when_it_fails(
+    capsys, tmp_path, quadratic_problem
+):
+    """Four chains of 20 draws that start 1 apart (init_noise through the problem's w* is not a
+    CLI option, so the chains start at w* and a step of εh_max = 1.9 leaves the MALA acceptance
+    far below 0.9): the verdict fails, ``llc`` prints it and exits 1, and with
+    --allow-untrusted prints the same and exits 0; ``diagnose`` prints the same verdict."""
+    from bayes_attn.analysis.report import read_report
+
+    out = tmp_path / "llc.nc"
+    argv = ["llc", "--step-size", 1.9 / H_MAX, "--nbeta", NBETA, "--gamma", GAMMA,
+            "--draws", "20", "--out", out]  # fmt: skip
+    code, printed, err = cli(capsys, *argv)
+    verdict = llc_verdict(az.from_netcdf(out))
+    assert not verdict.trusted and "FAILS" in str(verdict)
+    assert code == 1 and str(verdict) in printed and "--allow-untrusted" in err
+    assert str(verdict) in read_report(out).text
+    code, printed_again, _ = cli(capsys, *argv, "--allow-untrusted")
+    assert code == 0 and str(verdict) in printed_again
+
+
+def test_diagnose_says_a_nan_run_diverged(capsys, tmp_path):
+    idata = run_llc(quadratic, jnp.zeros(3), n=100, nbeta=NBETA, gamma=GAMMA, step_size=1e-3,
+                    num_draws=10)  # fmt: skip
+    loss = np.asarray(idata.posterior["loss"]).copy()
+    loss[1, 4:] = np.nan
+    az.set_variable(idata, "posterior", "loss", ("chain", "draw"), loss)
+    path = tmp_path / "nan.nc"
+    az.to_netcdf(idata, path)
+    code, out, _ = cli(capsys, "diagnose", path)
+    assert code == 0
+    said = [line for line in out.splitlines() if "diverged" in line.lower()]
+    assert len(said) == 1 and "6 of 40 draws are not finite" in said[0]
+    assert "R-hat nan" not in out and "the chains disagree" not in out
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. Cost, interrupts and resumes
+
+
+def test_llc_point_announces_its_cost_and_keeps_its_run(tmp_path, caplog, quadratic_problem):
+    from bayes_attn.experiments.llc import llc_point
+
+    keep = tmp_path / "llc.nc"
+    call = dict(level="network", task=ba.CopyTask(8, 3), hyper=ba.Hyper.paper(), P=20,
+                activation="softmax", keep=keep, nbeta=NBETA, gamma=GAMMA, num_draws=20)  # fmt: skip
+    with caplog.at_level("INFO", logger="bayes_attn"):
+        first, _ = llc_point(progress=True, **call)
+    assert any("on this machine" in r.message and "gradient" in r.message for r in caplog.records)
+    assert keep.exists()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="bayes_attn"):
+        again, _ = llc_point(progress=True, **call)
+    assert any("holds this run" in r.message for r in caplog.records)
+    np.testing.assert_array_equal(again.posterior["loss"], first.posterior["loss"])
+    other, _ = llc_point(progress=False, **{**call, "seed": 1})  # other arguments: run anew
+    assert not np.array_equal(other.posterior["loss"], first.posterior["loss"])
+
+
+def test_interrupted_nuts_resumes_bit_for_bit_and_refuses_other_arguments(tmp_path, monkeypatch):
+    """NUTS with a checkpoint, interrupted after its second chunk, then rerun: the same draws as
+    an uninterrupted run; a checkpoint made with another seed is refused."""
+    import bayes_attn.inference.llc as llc_module
+
+    run = dict(n=100, sampler="nuts", nbeta=NBETA, gamma=GAMMA, num_draws=60, num_burnin=40,
+               thinning=2, seed=3)  # fmt: skip
+    whole = run_llc(quadratic, jnp.zeros(3), **run)
+    path = tmp_path / "nuts.ckpt.npz"
+    save, calls = llc_module._save_nuts, []
+
+    def save_then_stop(*args):
+        save(*args)
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(llc_module, "_save_nuts", save_then_stop)
+    monkeypatch.setattr(llc_module, "CHECKPOINT_SECONDS", 0.0)  # after every chunk
+    with pytest.raises(KeyboardInterrupt):
+        run_llc(quadratic, jnp.zeros(3), checkpoint=path, **run)
+    monkeypatch.setattr(llc_module, "_save_nuts", save)
+    assert path.exists()
+    with pytest.raises(ValueError, match="checkpoint: .*other arguments"):
+        run_llc(quadratic, jnp.zeros(3), checkpoint=path, **{**run, "seed": 4})
+    resumed = run_llc(quadratic, jnp.zeros(3), checkpoint=path, **run)
+    assert not path.exists()  # removed when the run completes
+    for group, name in (("posterior", "loss"), ("sample_stats", "acceptance")):
+        np.testing.assert_array_equal(resumed[group][name], whole[group][name])
+
+
+def test_chunks_do_not_change_the_langevin_draws(monkeypatch):
+    """Chunks sized by wall time (Ctrl-C acts between them) give the draws of one long chunk."""
+    import bayes_attn.inference.llc as llc_module
+
+    run = dict(n=100, nbeta=NBETA, gamma=GAMMA, step_size=1e-3, num_draws=50, num_burnin=30,
+               thinning=3, seed=2)  # fmt: skip
+    a = run_llc(quadratic, jnp.zeros(3), **run)
+    monkeypatch.setattr(llc_module, "CHUNK_SECONDS", 0.0)  # every chunk one unit
+    b = run_llc(quadratic, jnp.zeros(3), **run)
+    np.testing.assert_array_equal(a.posterior["loss"], b.posterior["loss"])
+
+
+# --------------------------------------------------------------------------------------------------
+# 7. Bad input
+
+
+@pytest.fixture
+def no_llc_work(monkeypatch):
+    import bayes_attn.experiments.llc as experiment
+
+    def started(*args, **kwargs):
+        raise AssertionError("the work started before the arguments were checked")
+
+    monkeypatch.setattr(experiment, "llc_point", started)
+
+
+def test_out_that_is_not_a_netcdf_result_is_refused(capsys, tmp_path, no_llc_work):
+    text = tmp_path / "notes.txt"
+    text.write_text("my notes")
+    code, _, err = cli(capsys, "llc", "--out", text)
+    assert code == 2 and "--out" in err and "not a NetCDF result" in err
+    assert text.read_text() == "my notes"
+
+
+def test_batch_size_above_P_is_refused(capsys, tmp_path, no_llc_work):
+    code, _, err = cli(capsys, "llc", "--P", "20", "--batch-size", "21", "--out",
+                       tmp_path / "llc.nc")  # fmt: skip
+    assert code == 2 and "batch_size" in err and len(err.strip().splitlines()) == 1
+
+
+def test_w_star_is_checked_before_any_work():
+    from bayes_attn.models import network_model
+
+    task, hyper = ba.CopyTask(8, 3), ba.Hyper.paper()
+    tokens = task.sample(__import__("jax").random.key(1), 12)
+    call = dict(model_args=(task, hyper, tokens, "softmax", 12),
+                model_kwargs={"train_embeddings": False}, num_draws=2)  # fmt: skip
+    good = {"W_G": np.zeros((12, 12)), "W_O": np.zeros((3, 12))}
+    with pytest.raises(ValueError, match=r"w_star: 'W_G' must have shape \(12, 12\)"):
+        run_llc(network_model, {**good, "W_G": np.zeros((11, 12))}, **call)
+    nan = good["W_O"].copy()
+    nan[0, 0] = np.nan
+    with pytest.raises(ValueError, match="w_star: 'W_O' has entries that are not finite"):
+        run_llc(network_model, {**good, "W_O": nan}, **call)
+    with pytest.raises(ValueError, match="w_star: .* not finite"):
+        run_llc(quadratic, jnp.array([0.0, np.nan, 0.0]), n=100)
+
+
+# --------------------------------------------------------------------------------------------------
+# 8. devinterp's fields
+
+
+def test_llc_std_is_devinterps_and_the_devinterp_view():
+    est = llc_estimate(run_llc(quadratic, jnp.zeros(3), n=100, nbeta=NBETA, gamma=GAMMA,
+                               step_size=1e-3, num_draws=50, seed=1))  # fmt: skip
+    assert est.llc_std == pytest.approx(np.std(est.llc_per_chain, ddof=1), rel=1e-12)
+    view = est.as_devinterp()
+    assert set(view) == {"llc/mean", "llc/std", "loss/trace", *(f"llc-chain/{i}" for i in range(4))}
+    assert view["llc/mean"] == est.llc_mean and view["llc/std"] == est.llc_std
+    assert [view[f"llc-chain/{i}"] for i in range(4)] == list(est.llc_per_chain)
+    np.testing.assert_array_equal(view["loss/trace"], est.loss_trace)
