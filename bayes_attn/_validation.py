@@ -127,3 +127,35 @@ def check_gram(gram, n: int, name: str = "gram"):
     if np.linalg.eigvalsh(0.5 * (g + g.T))[0] < -1e-8 * scale:
         raise ValueError(f"{name} must be positive semidefinite (a Gram W^T W / d)")
     return gram
+
+
+class SamplerDiverged(ValueError):
+    """A sampler's state stopped being finite (or blew up) at a step: the step size is too large
+    for the target's curvature. Raised by :func:`bayes_attn.inference.run_llc` (SGLD,
+    RMSProp-SGLD, MALA) and :func:`bayes_attn.inference.run_sgld` between the chunks of their
+    compiled loops; the message is one line (the sampler, the first step that went wrong, the
+    step size, what to do), which ``bayes-attn`` prints as its error, with exit status 1.
+
+    Attributes
+    ----------
+    sampler : str
+    step : int
+        The first step (counted from 1, burn-in included) whose state was not finite or had
+        blown up, the earliest over the chains.
+    step_size : float or str
+        ε (a schedule's description for a schedule).
+    chains : list of int
+        The chains that diverged by the end of the chunk in which it was seen.
+    """
+
+    def __init__(self, sampler: str, step: int, step_size, chains=(), hint: str = ""):
+        self.sampler, self.step, self.step_size = sampler, int(step), step_size
+        self.chains = [int(c) for c in chains]
+        eps = f"{step_size:.3g}" if isinstance(step_size, int | float) else str(step_size)
+        s = "s" if len(self.chains) > 1 else ""
+        which = f" (chain{s} {', '.join(map(str, self.chains))})" if self.chains else ""
+        hint = hint or "halve the step size, or let it follow the curvature (step_size='auto')"
+        super().__init__(
+            f"{sampler} diverged at step {self.step}{which} with step size {eps}: the state is "
+            f"no longer finite or has blown up; {hint}"
+        )

@@ -1,7 +1,8 @@
 """The ``bayes-attn`` command line: theory, sampling, training, sweeps, figures and diagnostics.
 
 Every subcommand defaults to the paper preset (L = 25, V = 5, chi = 30, g_W = g_O = 1,
-sigma^2 = 30, the paper's Table 1); ``--L``, ``--V``, ``--chi``, ``--g-w``, ``--g-o`` and ``--sigma2`` override it.
+sigma^2 = 30, the paper's Table 1, uniform tokens); ``--L``, ``--V``, ``--tokens``, ``--chi``,
+``--g-w``, ``--g-o`` and ``--sigma2`` override it.
 Results go to stdout, the log and progress bars to stderr. Bad arguments, including an ``--out``
 that cannot be written, get one line on stderr and exit status 2 before any work starts; set
 ``BAYES_ATTN_DEBUG=1`` to see the traceback instead. ``-q`` and ``-v`` go before or after the
@@ -31,7 +32,11 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from bayes_attn._validation import ACTIVATIONS, LEVELS  # light: no models are loaded
+from bayes_attn._validation import (  # light: no models are loaded
+    ACTIVATIONS,
+    LEVELS,
+    SamplerDiverged,
+)
 
 log = logging.getLogger("bayes_attn")
 
@@ -56,6 +61,47 @@ class _Floats(click.ParamType):
 FLOATS, INTS = _Floats(float), _Floats(int)
 
 
+class _StepSize(click.ParamType):
+    """A positive step size, or ``auto`` (the sampler's rule)."""
+
+    name = "step|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is neither a number nor 'auto'", param, ctx)
+        if not (math.isfinite(x) and x > 0):
+            self.fail(f"step_size must be a positive finite number or 'auto', got {value!r}",
+                      param, ctx)  # fmt: skip
+        return x
+
+
+_STEP = _StepSize()
+
+
+class _Steps(click.ParamType):
+    """A number of steps >= 0, or ``auto`` (the sampler's rule)."""
+
+    name = "n|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        try:
+            n = int(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is neither a whole number nor 'auto'", param, ctx)
+        if n < 0:
+            self.fail(f"must be >= 0 or 'auto', got {n}", param, ctx)
+        return n
+
+
+_BURNIN = _Steps()
+
+
 def _writable(path: Path, folder: bool) -> bool:
     """``os.access`` says yes, and so do the mode bits: root passes every access check, but a
     file or folder without any write bit was made read-only on purpose."""
@@ -65,11 +111,30 @@ def _writable(path: Path, folder: bool) -> bool:
     )
 
 
+def _package_result(path: Path) -> bool:
+    """Whether ``path`` is a NetCDF (HDF5) file that this package wrote: one of its groups
+    carries ``bayes_attn_version`` (every result's record, :mod:`bayes_attn.inference.record`,
+    and every sweep file)."""
+    with open(path, "rb") as fh:
+        if fh.read(8) != b"\x89HDF\r\n\x1a\n":
+            return False
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            if "bayes_attn_version" in f.attrs:
+                return True
+            return bool(f.visititems(lambda _, obj: "bayes_attn_version" in obj.attrs or None))
+    except OSError:
+        return False
+
+
 class _OutPath(click.Path):
     """An output path, checked when the command line is parsed, before any work starts.
 
     A file (``folder=False``): its parent must be an existing, writable folder, and the path, if it
-    exists, a writable file. A folder (``folder=True``): it may not exist yet, but then its parent
+    exists, a writable NetCDF file that this package wrote (a text file, or another program's
+    data, is refused, not overwritten). A folder (``folder=True``): it may not exist yet, but then its parent
     must be an existing, writable folder; if it exists it must be a writable folder. Writable means
     by ``os.access`` and by the mode bits (a read-only file is refused, root or not).
     """
@@ -88,6 +153,11 @@ class _OutPath(click.Path):
             if not _writable(path, self.folder):
                 mode = stat.filemode(path.stat().st_mode)
                 self.fail(f"{what} {str(path)!r} is not writable ({mode})", param, ctx)
+            if not self.folder and not _package_result(path):
+                self.fail(
+                    f"{str(path)!r} exists and is not a NetCDF result of bayes-attn; refusing to "
+                    "overwrite it (remove it, or name another file)", param, ctx,
+                )  # fmt: skip
             return os.fsdecode(value)
         parent = path.parent
         if not parent.exists():
@@ -218,20 +288,30 @@ def _verbosity_options(f):
     return f
 
 
-def _preset(L, V, chi, g_w, g_o, sigma2):
+def _preset(L, V, tokens, chi, g_w, g_o, sigma2):
     from bayes_attn import CopyTask, Hyper
 
-    task = CopyTask(L if L is not None else 25, V if V is not None else 5)
+    task = CopyTask(L if L is not None else 25, V if V is not None else 5, tokens)
     changes = dict(chi=chi, g_w=g_w, g_o=g_o, sigma2=sigma2)
     return task, Hyper.paper().replace(**{k: v for k, v in changes.items() if v is not None})
 
 
-# --L, --V, --chi, --g-w, --g-o, --sigma2: overrides of the paper preset (Table 1), as ``preset``
+_TOKENS_HELP = (
+    "the law of the token sequences: uniform (i.i.d., the paper's), zipf:s=S (i.i.d., p_k ~ "
+    "(k+1)^-S), markov:alpha=A,seed=N (one chain, rows ~ Dirichlet(A), drawn from the seed), "
+    "markov:transition=[[...],...] (a given V x V chain), icl-markov:alpha=A[,doubly_stochastic="
+    "true] (a chain per sequence); chains start from their stationary law; the reduced level "
+    "(Level 2) needs uniform tokens"
+)
+
+# --L, --V, --tokens, --chi, --g-w, --g-o, --sigma2: overrides of the paper preset (Table 1), as
+# ``preset``
 _preset_options = _grouped(
     "preset",
     [
         click.option("--L", "L", type=int, default=None, show_default="25", help="sequence length"),
         click.option("--V", "V", type=int, default=None, show_default="5", help="vocabulary size"),
+        click.option("--tokens", default="uniform", metavar="SOURCE", help=_TOKENS_HELP),
         click.option(
             "--chi", type=float, default=None, show_default="30", help="concentration chi"
         ),
@@ -328,8 +408,8 @@ def cli(ctx, quiet, verbose):
     Theory of the order parameters (c1 for uniform pooling, cG for copying), NumPyro models at
     three levels, NUTS / SGLD / tempered-SMC sampling, Adam ensembles, resumable sweeps and the
     paper's figures. Start with `bayes-attn theory`. The options -q and -v also go after the
-    subcommand; the preset's options (--L, --V, --chi, --g-w, --g-o, --sigma2) default to the
-    paper's Table 1.
+    subcommand; the preset's options (--L, --V, --tokens, --chi, --g-w, --g-o, --sigma2) default
+    to the paper's Table 1 with uniform tokens.
     """
     ctx.obj = {"quiet": quiet, "verbose": verbose}
     _configure_logging(ctx.obj)
@@ -459,6 +539,10 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
 
     sampler, options = run
     P = check_positive("P", P)  # every check before the log line and the sampling
+    if level == "reduced":
+        from bayes_attn.tokens import check_uniform
+
+        check_uniform(preset[0].tokens)
     if "step_size" in options:
         options["step_size"] = check_positive("step_size", options["step_size"])
     from bayes_attn import _arviz as az
@@ -499,13 +583,15 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
     "--d-model",
     type=click.IntRange(min=1),
     default=_sweep_default("llc", "d_model"),
+    show_default="V + L",
     help="network width, at least V + L (level network)",
 )
 @click.option(
     "--sampler",
-    type=click.Choice(("sgld", "rmsprop", "mala", "nuts")),
+    type=click.Choice(("sgld", "rmsprop", "mala", "nuts", "smc")),
     default=_sweep_default("llc", "sampler"),
-    help="SGLD, RMSProp-preconditioned SGLD, MALA or NUTS",
+    help="SGLD, RMSProp-preconditioned SGLD, MALA, NUTS, or tempered SMC over nβ (chains are "
+    "its independent runs, draws its particles per run)",
 )
 @click.option(
     "--chains",
@@ -521,11 +607,16 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
 )
 @click.option(
     "--burnin",
-    type=click.IntRange(min=0),
+    type=_BURNIN,
     default=_sweep_default("llc", "num_burnin"),
-    help="steps discarded first",
+    help="steps discarded first, or auto: 5 / (ε γ), five relaxation times of what γ holds",
 )
-@click.option("--step-size", type=float, default=_sweep_default("llc", "step_size"), help="ε")
+@click.option(
+    "--step-size",
+    type=_STEP,
+    default=_sweep_default("llc", "step_size"),
+    help="ε, or auto: 0.1 / the largest curvature of the target at w* (llc_step_size)",
+)
 @click.option("--nbeta", type=float, default=None, show_default="P / log P", help="nβ")
 @click.option("--gamma", type=float, default=_sweep_default("llc", "gamma"), help="localization γ")
 @click.option("--include-prior", is_flag=True, help="multiply the target by the model's prior")
@@ -542,42 +633,68 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
     help="also the exact LLC (W_O integrated out, NUTS), written to OUT_exact.nc (level network)",
 )
 @click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
+@click.option("--allow-untrusted", is_flag=True,
+              help="exit 0 even when the run's verdict says it is not to be trusted")  # fmt: skip
 @_out_option("llc.nc", help="InferenceData NetCDF file (its folder must exist)")
 @_verbosity_options
 @click.pass_context
 def llc(ctx, preset, level, activation, P, d_model, sampler, chains, draws, burnin, step_size,
-        nbeta, gamma, include_prior, batch_size, exact, seed, out):  # fmt: skip
-    """The local learning coefficient at the exact MAP; write NetCDF and print the estimate."""
+        nbeta, gamma, include_prior, batch_size, exact, seed, allow_untrusted, out):  # fmt: skip
+    """The local learning coefficient at the exact MAP; write NetCDF and print the estimate.
+
+    Prints what ``diagnose`` prints for the file, the verdict included, and exits 1 where the
+    verdict fails (unless --allow-untrusted) or the sampler diverged. A finished run is kept in
+    OUT and the exact run's state in OUT_exact.ckpt.npz: after Ctrl-C the same command resumes."""
     from bayes_attn._validation import check_positive
 
-    step_size = check_positive("step_size", step_size)
     if nbeta is not None:
         check_positive("nbeta", nbeta)
     if not gamma >= 0:
         raise click.BadParameter(f"must be >= 0, got {gamma}", param_hint="--gamma")
     if exact and level != "network":
         raise click.BadParameter("the exact LLC is the network's", param_hint="--exact")
+    if batch_size is not None and batch_size > P:
+        raise ValueError(f"batch_size must be at most P = {P} (the full batch), got {batch_size}")
     exact_out = Path(out).with_name(Path(out).stem + "_exact.nc")
-    if exact and exact_out.exists() and not _writable(exact_out, folder=False):
-        raise click.BadParameter(f"cannot write {str(exact_out)!r}", param_hint="--exact")
-    from bayes_attn import _arviz as az
-    from bayes_attn.analysis.llc import llc_estimate
+    if exact and exact_out.exists():
+        if not _writable(exact_out, folder=False):
+            raise click.BadParameter(f"cannot write {str(exact_out)!r}", param_hint="--exact")
+        if not _package_result(exact_out):
+            raise click.BadParameter(
+                f"{str(exact_out)!r} exists and is not a NetCDF result of bayes-attn",
+                param_hint="--exact",
+            )  # fmt: skip
+    from bayes_attn.analysis.llc import llc_estimate, llc_verdict
     from bayes_attn.experiments.llc import llc_point
+    from bayes_attn.io import write_atomic
 
     t0 = time.perf_counter()
     log.info("llc by %s on the %s model, %s attention, P=%d", sampler, level, activation, P)
-    idata, ex = llc_point(
-        level, *preset, P, activation, d_model=d_model, seed=seed, batch_size=batch_size,
-        exact=exact, progress=ctx.obj["progress"], sampler=sampler, num_chains=chains,
-        num_draws=draws, num_burnin=burnin, step_size=step_size, nbeta=nbeta, gamma=gamma,
-        include_prior=include_prior,
-    )  # fmt: skip
-    az.to_netcdf(idata, out)
-    click.echo(llc_estimate(idata).summary())
+    try:
+        idata, ex = llc_point(
+            level, *preset, P, activation, d_model=d_model, seed=seed, batch_size=batch_size,
+            exact=exact, progress=ctx.obj["progress"], keep=out, sampler=sampler,
+            num_chains=chains, num_draws=draws, num_burnin=burnin, step_size=step_size,
+            nbeta=nbeta, gamma=gamma, include_prior=include_prior,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        ckpt = exact_out.with_name(exact_out.stem + ".ckpt.npz")
+        kept = f"{out} once its run finished" + (f", and {ckpt} the exact run's" if exact else "")
+        click.echo(f"bayes-attn: interrupted; kept {kept}: the same command resumes", err=True)
+        raise
     if ex is not None:
-        az.to_netcdf(ex, exact_out)
-        click.echo("exact: " + llc_estimate(ex).summary())
+        write_atomic(ex, exact_out)
+    trusted = True
+    for result, label in ((idata, ""), (ex, "exact: ")):
+        if result is not None:  # what diagnose prints for the file, but its provenance line
+            verdict = llc_verdict(result)
+            click.echo(f"{label}{llc_estimate(result).summary()}\n{verdict}")
+            trusted &= verdict.trusted
     log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
+    if not trusted and not allow_untrusted:
+        click.echo("bayes-attn: the LLC is not to be trusted (verdict above); run longer, halve "
+                   "the step, or pass --allow-untrusted", err=True)  # fmt: skip
+        raise click.exceptions.Exit(1)
 
 
 def _adam_settings(**changes):
@@ -672,7 +789,7 @@ def train(ctx, preset, activation, P, d_model, members, adam, seed, out, process
     click.echo(ensemble_summary(ds).to_dataframe().T.to_string())
 
 
-_SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed")
+_SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed", "tokens")
 
 
 @cli.command()
@@ -701,6 +818,7 @@ _SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed")
     help="attention activation (an axis of the grid)",
 )
 @click.option("--seed", type=INTS, default="0", help="grid of seeds")
+@click.option("--tokens", default="uniform", metavar="SOURCE", help=_TOKENS_HELP)
 @click.option(
     "--option",
     "options",
@@ -712,7 +830,7 @@ _SWEEP_GRID = ("kind", "P", "L", "V", "activation", "seed")
 @_distributed_options
 @_verbosity_options
 @click.pass_context
-def sweep(ctx, config_file, kind, P, L, V, activation, seed, options, out, process):
+def sweep(ctx, config_file, kind, P, L, V, activation, seed, tokens, options, out, process):
     """Run a resumable sweep over (activation, L, V, P, seed), saving every finished point.
 
     The grid (comma-separated lists) and the settings come from --config FILE, from the options,
@@ -722,7 +840,7 @@ def sweep(ctx, config_file, kind, P, L, V, activation, seed, options, out, proce
     With --num-processes N each process runs every N-th point into OUT.part-I-of-N.nc; process 0
     then waits for the other parts (on a shared filesystem) and merges them into OUT.
     """
-    table = _sweep_table(ctx, config_file, kind, P, L, V, activation, seed, options)
+    table = _sweep_table(ctx, config_file, kind, P, L, V, activation, seed, tokens, options)
     info = _start_processes(process)  # before JAX starts its backend
     from bayes_attn.experiments import sweep as sweeps
 
@@ -743,10 +861,12 @@ def sweep(ctx, config_file, kind, P, L, V, activation, seed, options, out, proce
     )
 
 
-def _sweep_table(ctx, config_file, kind, P, L, V, activation, seed, options) -> dict:
+def _sweep_table(ctx, config_file, kind, P, L, V, activation, seed, tokens, options) -> dict:
     """The sweep's settings: the config file's, overridden by the options given on the command
     line; one line naming what is missing if --kind or --P is neither in the file nor given."""
-    values = dict(kind=kind, P=P, L=L, V=V, activation=_activations(activation), seed=seed)
+    values = dict(
+        kind=kind, P=P, L=L, V=V, activation=_activations(activation), seed=seed, tokens=tokens
+    )
     if config_file:
         from bayes_attn.experiments.sweep import read_sweep_table
 
@@ -815,6 +935,9 @@ def figures(ctx, out, quick, only, configs):
     click.echo(f"{len(written)} figures in {out}/ ({time.perf_counter() - t0:.0f} s)")
 
 
+_LEVEL_DEFAULT = "per level, UmbrellaSettings.for_level"
+
+
 @cli.command()
 @_preset_options
 @click.option(
@@ -828,53 +951,81 @@ def figures(ctx, out, quick, only, configs):
 @click.option("--P", "P", type=float, default=272.0, help="training sequences")
 @click.option("--gram-width", type=click.IntRange(min=1), default=None, show_default="g = I",
               help="kernel: the Gram of one prior draw of embeddings of this width")  # fmt: skip
-@click.option("--warmup", type=click.IntRange(min=0), default=100, help="warm-up steps per window")
-@click.option("--samples", type=click.IntRange(min=4), default=250, help="draws per window")
-@click.option("--chains", type=click.IntRange(min=1), default=1, help="chains per window")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, show_default=_LEVEL_DEFAULT,
+              help="warm-up steps per window")  # fmt: skip
+@click.option("--samples", type=click.IntRange(min=4), default=None, show_default=_LEVEL_DEFAULT,
+              help="draws per window")  # fmt: skip
+@click.option("--chains", type=click.IntRange(min=1), default=None, show_default=_LEVEL_DEFAULT,
+              help="chains per window")  # fmt: skip
 @click.option(
     "--windows",
     type=click.IntRange(min=8),
-    default=32,
+    default=None,
+    show_default=_LEVEL_DEFAULT,
     help="the most windows the automatic placement may use",
 )
 @click.option("--centres", default=None, metavar="LO:HI:N", show_default="from the modes",
               help="N evenly spaced window centres from LO to HI")  # fmt: skip
-@click.option("--refine", type=click.IntRange(min=0), default=1, help="refinement rounds")
+@click.option("--refine", type=click.IntRange(min=0), default=None, show_default=_LEVEL_DEFAULT,
+              help="refinement rounds")  # fmt: skip
 @click.option("--seed", type=click.IntRange(min=0), default=0, help="sampler and dataset seed")
+@click.option("--allow-untrusted", is_flag=True,
+              help="exit 0 even when the profile's verdict is 'not to be trusted'")  # fmt: skip
 @_out_option("landscape.nc", help="InferenceData NetCDF file (its folder must exist)")
 @_distributed_options
 @_verbosity_options
 @click.pass_context
 def landscape(ctx, preset, level, activation, P, gram_width, warmup, samples, chains, windows,
-              centres, refine, seed, out, process):  # fmt: skip
+              centres, refine, seed, allow_untrusted, out, process):  # fmt: skip
     """Free-energy profile F(aG) (linear: F(cG)) by umbrella sampling + MBAR, beside Level 2;
-    write NetCDF."""
-    from bayes_attn._validation import check_positive
-
-    P = check_positive("P", P)
+    write NetCDF. Prints what ``diagnose`` prints for the file, its verdict included, and exits
+    1 where the verdict is 'not to be trusted' (unless --allow-untrusted). Ctrl-C keeps the
+    finished windows in OUT.windows.nc; the same command again resumes them."""
     grid = _centres(centres)
     if gram_width is not None and level != "kernel":
         raise click.BadParameter("only with --level kernel", param_hint="--gram-width")
-    info = _start_processes(process)
-    from bayes_attn.experiments.landscape import (
-        landscape_on_hosts,
-        landscape_report,
-        landscape_text,
-    )
+    from bayes_attn.experiments.landscape import check_landscape_P, checkpoint_path
 
+    try:
+        P = check_landscape_P(*preset, P, level)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--P") from None
+    info = _start_processes(process)
+    from bayes_attn.analysis.report import read_report
+    from bayes_attn.experiments.landscape import landscape_on_hosts
+
+    given = dict(num_warmup=warmup, num_samples=samples, num_chains=chains, max_windows=windows,
+                 refine=refine)  # fmt: skip
     t0 = time.perf_counter()
     log.info("umbrella sampling of %s at the %s level, P=%g",
              "aG" if activation == "softmax" else "cG", level, P)  # fmt: skip
-    idata = landscape_on_hosts(
-        *preset, P, level, activation, out, info, gram_width=gram_width, seed=seed,
-        progress=ctx.obj["progress"], num_warmup=warmup, num_samples=samples,
-        num_chains=chains, max_windows=windows, refine=refine, centres=grid,
-    )  # fmt: skip
+    try:
+        idata = landscape_on_hosts(
+            *preset, P, level, activation, out, info, gram_width=gram_width, seed=seed,
+            progress=ctx.obj["progress"], centres=grid,
+            **{k: v for k, v in given.items() if v is not None},
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        kept = checkpoint_path(out)
+        if info.num_processes > 1:
+            click.echo("bayes-attn: interrupted; each process keeps its finished windows beside "
+                       "its part file: the same command resumes them", err=True)  # fmt: skip
+        elif kept.exists():
+            click.echo(f"bayes-attn: interrupted; the relaxed windows and those finished are "
+                       f"kept in {kept}: the same command resumes them", err=True)  # fmt: skip
+        else:
+            click.echo("bayes-attn: interrupted before any window had finished", err=True)
+        raise
     if idata is None:
         log.info("process %d wrote its share of the windows", info.process_id)
         return
     log.info("wrote %s in %.1f s", out, time.perf_counter() - t0)
-    click.echo(landscape_text(landscape_report(idata)))
+    report = read_report(out)
+    click.echo(report.text)
+    if not report.trusted and not allow_untrusted:
+        click.echo("bayes-attn: the profile is not to be trusted (verdict above); rerun with more "
+                   "windows or draws, or pass --allow-untrusted", err=True)  # fmt: skip
+        raise click.exceptions.Exit(1)
 
 
 def _centres(text):
@@ -888,6 +1039,8 @@ def _centres(text):
         raise click.BadParameter(
             f"expected LO:HI:N, got {text!r}", param_hint="--centres"
         ) from None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise click.BadParameter(f"LO and HI must be finite, got {text!r}", param_hint="--centres")
     if not (n >= 2 and hi > lo):
         raise click.BadParameter(f"need N >= 2 and HI > LO, got {text!r}", param_hint="--centres")
     import numpy as np
@@ -936,10 +1089,14 @@ def diagnose(path, plots, var_names, fold):
 
 
 def main(argv=None) -> int:
-    """Run the CLI; returns the exit status (2 for bad input, with one line on stderr)."""
+    """Run the CLI; returns the exit status (2 for bad input, with one line on stderr; 1 for a
+    sampler that diverged, one line too, or a verdict that fails)."""
     debug = os.environ.get("BAYES_ATTN_DEBUG")
     try:
-        cli.main(args=argv, prog_name="bayes-attn", standalone_mode=False)
+        # click returns, rather than raises, a command's Exit(status) with standalone_mode=False
+        status = cli.main(args=argv, prog_name="bayes-attn", standalone_mode=False)
+        if isinstance(status, int) and status:
+            return status
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.exceptions.Abort:
@@ -950,6 +1107,11 @@ def main(argv=None) -> int:
             raise
         click.echo(f"bayes-attn: error: {e.format_message()}", err=True)
         return 2
+    except SamplerDiverged as e:  # the run failed, not the input: one line, status 1
+        if debug:
+            raise
+        click.echo(f"bayes-attn: error: {e}", err=True)
+        return 1
     except (ValueError, FileNotFoundError, MemoryError) as e:
         if debug:
             raise

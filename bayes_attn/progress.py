@@ -1,7 +1,8 @@
 """One way to report progress: the ``"bayes_attn"`` logger, on stderr.
 
 Long work says what it is doing, and what it will cost, before it starts (:func:`announce`), and
-steps without a progress bar say how far they are (:func:`say`). Both go to the logger
+steps without a progress bar say how far they are (:func:`say`); loops over steps show one bar
+(:func:`bar`, tqdm on stderr). Both go to the logger
 ``"bayes_attn"`` at level INFO, only when the caller asked for progress. If nothing is configured
 to show that logger (no handler on it or on the root logger), the first message attaches one
 handler that writes to stderr, so a script or a notebook sees the messages without any logging
@@ -18,7 +19,7 @@ import logging
 import sys
 import time
 
-__all__ = ["announce", "duration", "say", "seconds_per_call", "seconds_per_gradient"]
+__all__ = ["announce", "bar", "duration", "say", "seconds_per_call", "seconds_per_gradient"]
 
 log = logging.getLogger("bayes_attn")
 
@@ -50,6 +51,21 @@ def say(message: str, *args, enabled: bool = True) -> None:
     if enabled:
         _visible()
         log.info(message, *args)
+
+
+def bar(total, desc: str, enabled: bool = True, **options):
+    """The one progress bar: tqdm on stderr over ``total`` units (a number), or over the items of
+    ``total`` (an iterable, to loop over), labelled ``desc``, hidden unless ``enabled``. Use it as
+    a context manager or a loop (or close it); ``options`` go to tqdm (``initial``,
+    ``bar_format``). Every bar of the package is made here, so that one place decides how
+    progress looks and where it goes."""
+    import numbers
+
+    from tqdm.auto import tqdm
+
+    if isinstance(total, numbers.Number):
+        return tqdm(total=total, desc=desc, disable=not enabled, **options)
+    return tqdm(total, desc=desc, disable=not enabled, **options)
 
 
 def duration(seconds: float) -> str:

@@ -7,8 +7,8 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "bayes_attn"
 
 LAYERS = [
-    {"_validation", "_deprecation", "_arviz", "progress", "distributed", "io"},
-    {"task", "algebra"},
+    {"_validation", "_deprecation", "_arviz", "progress", "distributed", "io", "keys"},
+    {"task", "algebra", "tokens"},
     {"theory"},
     {"models"},
     {"inference"},

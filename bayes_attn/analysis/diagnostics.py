@@ -22,7 +22,7 @@ from bayes_attn.algebra import fold_sign, z2_sign
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 from bayes_attn.inference.record import header
 from bayes_attn.inference.smc import smc_problems
-from bayes_attn.task import CopyTask, Hyper
+from bayes_attn.task import preset_from_attrs
 from bayes_attn.theory.action import scales
 from bayes_attn.theory.boundaries import second_order_closed_form
 
@@ -216,7 +216,8 @@ def ordered_phase(attrs) -> tuple[bool, float] | None:
     """(whether the run is in the ordered linear phase, the Level-2 second-order P*) from a result's
     attrs: P above P* at the run's task and hyperparameters
     (:func:`bayes_attn.theory.second_order_closed_form`; P the model's P, or its number of
-    sequences). None when the attrs do not say (no task, hyperparameters or P).
+    sequences). None when the attrs do not say (no task, hyperparameters or P), or when the
+    run's tokens are not uniform (the Level-2 P* is derived for uniform tokens only).
 
     References
     ----------
@@ -227,8 +228,9 @@ def ordered_phase(attrs) -> tuple[bool, float] | None:
     need = ("L", "V", "chi", "g_w", "g_o", "sigma2", "P")
     if not all(k in a for k in need):
         return None
-    task = CopyTask(int(np.asarray(a["L"]).item()), int(np.asarray(a["V"]).item()))
-    hyper = Hyper(*(float(np.asarray(a[k]).item()) for k in ("chi", "g_w", "g_o", "sigma2")))
+    task, hyper = preset_from_attrs(a)
+    if not task.tokens.uniform_law:  # the Level-2 P* is the uniform theory's
+        return None
     p_star = float(second_order_closed_form(scales(task, hyper)))
     return float(np.asarray(a["P"]).item()) > p_star, p_star
 

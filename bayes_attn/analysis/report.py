@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 from bayes_attn import _arviz as az
@@ -115,6 +116,7 @@ class FileReport:
     text: str
     data: object
     names: list[str] | None = None
+    trusted: bool | None = None  # a landscape's verdict (analysis.free_energy.profile_verdict)
 
 
 def read_report(path, var_names=(), fold: bool = False) -> FileReport:
@@ -132,10 +134,15 @@ def read_report(path, var_names=(), fold: bool = False) -> FileReport:
         return _llc_report(idata)
     if "posterior" in az.groups(idata):
         if az.dataset(idata, "posterior").attrs.get("sampler") == "umbrella":
-            from bayes_attn.analysis.free_energy import landscape_report, landscape_text
+            from bayes_attn.analysis.free_energy import (
+                landscape_report,
+                landscape_text,
+                profile_verdict,
+            )
 
             prof = landscape_report(idata)
-            return FileReport("landscape", f"{header(prof.attrs)}\n{landscape_text(prof)}", prof)
+            text = f"{header(prof.attrs)}\n{landscape_text(prof)}"
+            return FileReport("landscape", text, prof, trusted=profile_verdict(prof).trusted)
         return _posterior_report(idata, path, list(var_names), fold)
     with xr.open_dataset(path, engine="h5netcdf") as f:
         ds = f.load()
@@ -160,22 +167,20 @@ def _posterior_report(idata, path, var_names, fold) -> FileReport:
 
 def _llc_report(idata) -> FileReport:
     """An LLC run: its provenance, the estimate (MCSE, ESS, R-hat, acceptance) and the verdict
-    one run can give on its step (the acceptance; halving the step needs a calibration)."""
-    from bayes_attn.analysis.llc import llc_estimate
+    one run gives on itself (:func:`bayes_attn.analysis.llc.llc_verdict`, which ``bayes-attn
+    llc`` prints too); a run whose draws are not finite gets only the line that says it
+    diverged."""
+    from bayes_attn.analysis.llc import llc_estimate, llc_verdict
 
-    est = llc_estimate(idata)
     a = idata.posterior.attrs
-    lines = [header(a), f"{a.get('llc_sampler', '?')}: {est.summary()}"]
-    if a.get("llc_sampler") in ("sgld", "rmsprop"):
-        ok = est.acceptance >= 0.9
-        lines.append(
-            f"step: exact MALA acceptance {est.acceptance:.3f} "
-            + ("passes (>= 0.9)" if ok else "FAILS (< 0.9): halve the step")
-            + "; that λ̂ is stable under halving the step needs experiments.llc.calibrate_llc"
-        )
-    if not est.rhat < 1.05:
-        lines.append(f"R-hat {est.rhat:.3f} >= 1.05: the chains disagree; run longer")
-    return FileReport("llc", "\n".join(lines), idata, ["llc", "distance"])
+    verdict = llc_verdict(idata)
+    lines = [header(a)]
+    if not np.all(np.isfinite(np.asarray(idata.posterior["loss"], dtype=float))):
+        lines.append(f"{a.get('llc_sampler', '?')}: {verdict}")
+    else:
+        lines += [f"{a.get('llc_sampler', '?')}: {llc_estimate(idata).summary()}", str(verdict)]
+    text = "\n".join(line for line in lines if line)
+    return FileReport("llc", text, idata, ["llc", "distance"], trusted=verdict.trusted)
 
 
 def _sweep_report(ds: xr.Dataset) -> FileReport:

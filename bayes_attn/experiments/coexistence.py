@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from bayes_attn import _deprecation, algebra
+from bayes_attn import _deprecation
 from bayes_attn._validation import check_int, check_tokens
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 from bayes_attn.inference import resolve_key, smc_checkpoint
@@ -42,8 +42,7 @@ from bayes_attn.inference.basins import BasinEvidence, NoBasin, basin_evidence
 from bayes_attn.models.levels import LEVELS, model_at
 from bayes_attn.progress import announce, say, seconds_per_gradient
 from bayes_attn.task import preset_attrs
-from bayes_attn.theory.action import scales
-from bayes_attn.theory.modes import inside_window, phase_boundary, softmax_minima
+from bayes_attn.theory.modes import phase_boundary, phase_starts
 
 __all__ = [
     "LEVELS",
@@ -64,36 +63,6 @@ PHASES = ("weak", "strong")
 def _check_level(level: str) -> None:
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-
-
-def phase_starts(task, hyper, P, level: str = "kernel", *, embeddings=None) -> dict[str, dict]:
-    """Starting values in the weak (uniform start) and strong (copy start) softmax phases.
-
-    Returns ``{"weak": {...}, "strong": {...}}``: constrained values of the latent sites of
-    ``order_param_model`` (``aG``, the Level-2 minima), ``kernel_limit_model`` (``M``: zero, and the
-    smallest-norm realisation of the strong Level-2 minimum's logits) or ``network_model`` with
-    frozen ``embeddings`` (``W_G`` realising the same M, :func:`bayes_attn.algebra.network_gate`,
-    ``W_O`` = 0). Where P lies outside the Level-2 coexistence window, the minima are taken just
-    inside it (:func:`bayes_attn.theory.modes.inside_window`).
-    """
-    _check_level(level)
-    Pw = inside_window(task, hyper, P)
-    cG, _, _ = softmax_minima(Pw, scales(task, hyper))
-    cG = np.sort(np.asarray(cG))
-    if level == "reduced":
-        aG = [float(algebra.softmax_order(jnp.float64(c), task.L)[1]) for c in (cG[0], cG[-1])]
-        return {"weak": {"aG": aG[0]}, "strong": {"aG": aG[1]}}
-    strong = cG[-1]
-    M = algebra.min_norm_M(algebra.reduced_logits(-strong / task.L, strong, task.L), task.V)
-    n = task.n_features
-    if level == "kernel":
-        return {"weak": {"M": jnp.zeros((n, n))}, "strong": {"M": M}}
-    if embeddings is None:
-        raise ValueError("embeddings: the network level needs the frozen (W_emb, p)")
-    W_G = algebra.network_gate(M, embeddings)
-    d = W_G.shape[0]
-    W_O = jnp.zeros((task.V, d))
-    return {"weak": {"W_G": jnp.zeros((d, d)), "W_O": W_O}, "strong": {"W_G": W_G, "W_O": W_O}}
 
 
 def _model(task, hyper, tokens, level, d_model, embeddings, include_logdet):

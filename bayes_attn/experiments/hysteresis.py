@@ -33,13 +33,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
-from tqdm.auto import tqdm
 
 from bayes_attn._validation import check_activation, check_int
 from bayes_attn.inference.adam import adam_keys, train_adam
 from bayes_attn.inference.members import chain_means, sgld_program
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_params
+from bayes_attn.progress import bar as make_bar
 from bayes_attn.theory.hysteresis import theory_sweep
 
 __all__ = ["hysteresis_sweep", "jump_points", "orthonormal_start", "theory_sweep"]
@@ -120,7 +120,7 @@ def hysteresis_sweep(
     out = {k: np.full((2, len(Ps), members), np.nan) for k in keys}
     start = "prior" if init is None else "given"
     order = [(0, j) for j in range(len(Ps))] + [(1, j) for j in reversed(range(len(Ps)))]
-    for direction, j in tqdm(order, disable=not progress, desc=f"hysteresis {activation}"):
+    for direction, j in make_bar(order, f"hysteresis {activation}", progress):
         tokens = pool[:, : Ps[j]]
         ds = train_adam(
             task, hyper, activation, d_model, Ps[j], members=members, seed=seed, tokens=tokens,
@@ -140,8 +140,7 @@ def hysteresis_sweep(
         attrs={
             "activation": activation,
             "d_model": d_model,
-            "L": task.L,
-            "V": task.V,
+            **task.as_dict(),  # L, V, tokens
             "order_parameter": order_parameters(activation)[1],
             "start": start,
             "train_embeddings": int(train_emb),

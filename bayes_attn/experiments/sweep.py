@@ -55,6 +55,7 @@ from bayes_attn.inference.adam import WARMUP_FRACTION, WARMUP_START, AdamSetting
 from bayes_attn.inference.llc import run_llc
 from bayes_attn.inference.nuts import run_nuts
 from bayes_attn.inference.sgld import run_sgld
+from bayes_attn.inference.umbrella import UmbrellaSettings
 from bayes_attn.io import write_atomic
 from bayes_attn.models.levels import (
     BOUNDARY_ACTIVATION,
@@ -64,6 +65,7 @@ from bayes_attn.models.levels import (
     order_parameters,
 )
 from bayes_attn.task import CopyTask, Hyper
+from bayes_attn.tokens import check_uniform, parse_tokens
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,8 @@ def signature_defaults(fn, *names) -> dict:
 
 _ADAM = AdamSettings()
 _CHAINS = ("num_chains", "num_warmup", "num_samples")
+#: the umbrella options of a landscape sweep; their defaults are the level's UmbrellaSettings
+_UMBRELLA = ("num_warmup", "num_samples", "num_chains", "refine", "max_windows")
 
 # Settings each kind accepts, with their defaults (``SweepConfig.options`` overrides them). The
 # samplers' and the trainer's come from their signatures and from AdamSettings; the rest (the
@@ -114,13 +118,13 @@ DEFAULTS = {
     "protocol": None,  # the fields of ProtocolConfig, filled in lazily (import cycle)
     "llc": dict(
         level="network",
-        d_model=16,
+        d_model=None,  # V + L, the narrowest frozen-embedding network (experiments.llc)
+        num_burnin="auto",  # 5/(εγ): a point's λ̂ is biased low without it (run_llc)
         **signature_defaults(
             run_llc,
             "sampler",
             "num_chains",
             "num_draws",
-            "num_burnin",
             "step_size",
             "gamma",
             "include_prior",
@@ -131,11 +135,8 @@ DEFAULTS = {
     ),
     "landscape": dict(
         level="kernel",
-        num_warmup=100,
-        num_samples=250,
-        num_chains=1,
-        refine=1,
-        max_windows=32,
+        # the default level's; a point at another level takes that level's (SweepConfig)
+        **UmbrellaSettings.for_level("kernel").options(*_UMBRELLA),
         gram_width=0,  # 0: g = I
         include_logdet=True,
     ),
@@ -224,6 +225,9 @@ class SweepConfig:
     kind : {"theory", "nuts", "sgld", "adam", "protocol", "landscape"}
     P, L, V, activation, seed : tuples
         The grid axes; every combination is one point.
+    tokens : str
+        The token source's spec (:mod:`bayes_attn.tokens`), the same at every point; kinds and
+        levels that need the reduced (Level-2) theory refuse a source that is not uniform.
     hyper : dict
         ``chi``, ``g_w``, ``g_o``, ``sigma2`` (default: the paper preset).
     options : dict
@@ -237,6 +241,7 @@ class SweepConfig:
     V: tuple = (5,)
     activation: tuple = ("linear", "softmax")
     seed: tuple = (0,)
+    tokens: str = "uniform"
     hyper: dict = dataclasses.field(default_factory=dict)
     options: dict = dataclasses.field(default_factory=dict)
 
@@ -252,6 +257,10 @@ class SweepConfig:
                 check = lambda v, n=name, lo=low: check_int(n, v, lo)  # noqa: E731
             setattr_(self, name, _as_tuple(name, getattr(self, name), check))
         setattr_(self, "activation", _as_tuple("activation", self.activation, check_activation))
+        source = parse_tokens(self.tokens)
+        setattr_(self, "tokens", str(source))
+        for V in self.V:
+            source.check_vocabulary(V)
         base = dataclasses.asdict(Hyper.paper())
         unknown = set(self.hyper) - set(base)
         if unknown:
@@ -265,11 +274,16 @@ class SweepConfig:
             raise ValueError(
                 f"unknown options for a {self.kind} sweep: {sorted(unknown)}; known: {sorted(known)}"
             )
+        options = {**known, **self.options}
+        if self.kind == "theory" or options.get("level") == "reduced":
+            check_uniform(source, f"a {self.kind} sweep at the reduced level (Level 2)")
         if self.kind == "theory":
             _check_theory_range(self)
-        options = {**known, **self.options}
         if "level" in options and options["level"] not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {options['level']!r}")
+        if self.kind == "landscape" and options["level"] in ("reduced", "kernel"):
+            level = UmbrellaSettings.for_level(options["level"]).options(*_UMBRELLA)
+            options = {**known, **level, **self.options}
         if self.kind == "llc" and options["level"] not in ("network", "kernel"):
             raise ValueError(
                 f"level: an llc sweep is at network or kernel, not {options['level']!r}"
@@ -311,7 +325,14 @@ class SweepConfig:
         return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-_PROTOCOL_GRID = {"L": "L", "V": "V", "Ps": "P", "activations": "activation", "seed": "seed"}
+_PROTOCOL_GRID = {
+    "L": "L",
+    "V": "V",
+    "Ps": "P",
+    "activations": "activation",
+    "seed": "seed",
+    "tokens": "tokens",
+}
 
 
 def protocol_sweep(protocol, hyper: dict | None = None) -> SweepConfig:
@@ -462,8 +483,8 @@ def _pad_attention(A, L_max):
 
 def _adam_point(cfg, pt, task, hyper):
     from bayes_attn.analysis import final_state
+    from bayes_attn.experiments.protocol import level2_saddle
     from bayes_attn.inference import train_adam
-    from bayes_attn.theory import global_saddle
 
     o, act, P = cfg.options, pt["activation"], pt["P"]
     soft = act == "softmax"
@@ -474,7 +495,8 @@ def _adam_point(cfg, pt, task, hyper):
         task, hyper, act, o["d_model"], P, members=o["members"], seed=pt["seed"],
         settings=settings, progress_bar=False,
     )  # fmt: skip
-    ds = classify_minima(ds, theory_loss=global_saddle(task, hyper, P, act).loss, rtol=o["rtol"])
+    sd = level2_saddle(task, hyper, P, act)  # None (a warning) for tokens that are not uniform
+    ds = classify_minima(ds, theory_loss=None if sd is None else sd.loss, rtol=o["rtol"])
     fin = final_state(ds)
     m = ("member",)
     out = {q: (m, np.full(o["members"], np.nan)) for q in ORDER_PARAMETERS}
@@ -499,6 +521,7 @@ def _protocol_point(cfg, pt, task, hyper):
         Ps=cfg.P,
         activations=cfg.activation,
         seed=pt["seed"],
+        tokens=cfg.tokens,
         **{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.options.items()},
     )
     values, _ = protocol_point(pc, hyper, pt["activation"], pt["P"])
@@ -572,7 +595,7 @@ _POINT = {
 
 def compute_point(cfg: SweepConfig, index: tuple, point: dict) -> dict:
     """The results at one grid point: name -> (extra dims, array)."""
-    task = CopyTask(point["L"], point["V"])
+    task = CopyTask(point["L"], point["V"], cfg.tokens)
     hyper = Hyper(**cfg.hyper)
     if cfg.kind == "protocol":
         return _protocol_point(cfg, point, task, hyper)
@@ -616,6 +639,7 @@ def provenance(cfg: SweepConfig) -> dict:
     o = cfg.options
     chains = o.get("num_chains", o.get("members", 1))
     warmup = o.get("num_warmup", o.get("sgld_warmup", o.get("num_burnin", 0)))
+    warmup = warmup if isinstance(warmup, int) else -1  # "auto": per point (in the settings)
     draws = o.get("num_samples", o.get("sgld_samples", o.get("num_draws", 1)))
     settings = {k: v for k, v in o.items() if not isinstance(v, list | dict)}
     rec = RunRecord(_SAMPLER[cfg.kind], cfg.seed[0], chains, warmup, draws, settings=settings)
@@ -628,6 +652,7 @@ def provenance(cfg: SweepConfig) -> dict:
         elif isinstance(v, list) and v and all(isinstance(x, str) for x in v):
             attrs[k] = ", ".join(v)
     attrs.update(cfg.hyper)
+    attrs["tokens"] = cfg.tokens
     return attrs
 
 

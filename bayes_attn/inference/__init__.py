@@ -1,7 +1,6 @@
 """Samplers over the package's NumPyro models, returning ArviZ InferenceData."""
 
 from bayes_attn.distributed import initialize_distributed, process_share
-from bayes_attn.inference._call import resolve_key
 from bayes_attn.inference.adam import (
     AdamKeys,
     adam_keys,
@@ -21,6 +20,7 @@ from bayes_attn.inference.sharding import member_mesh, sharded_map
 from bayes_attn.inference.smc import run_smc
 from bayes_attn.inference.umbrella import merge_umbrella, run_umbrella
 from bayes_attn.io import merge_netcdf
+from bayes_attn.keys import resolve_key
 
 __all__ = [
     "AdamKeys",

@@ -14,11 +14,6 @@ from __future__ import annotations
 
 import warnings
 
-import jax
-import numpy as np
-
-from bayes_attn._validation import check_int
-
 
 def model_call(name, legacy_args, legacy_kwargs, model_args, model_kwargs):
     """(model_args, model_kwargs) from the new keywords, or from the deprecated positional form."""
@@ -36,18 +31,3 @@ def model_call(name, legacy_args, legacy_kwargs, model_args, model_kwargs):
         )
         return tuple(legacy_args), dict(legacy_kwargs)
     return tuple(model_args or ()), dict(model_kwargs or {})
-
-
-def resolve_key(key, seed):
-    """(PRNG key, seed for the record, extra attrs): ``key`` when given (``seed`` must then be
-    None), else ``jax.random.key(seed)`` (seed 0 when both are None). A key has no seed: the
-    record stores seed -1 and the key's data (``key_data``)."""
-    if key is None:
-        seed = check_int("seed", 0 if seed is None else seed, 0)
-        return jax.random.key(seed), seed, {}
-    if seed is not None:
-        raise ValueError("seed: pass a key or a seed, not both")
-    if not jax.dtypes.issubdtype(getattr(key, "dtype", None), jax.dtypes.prng_key):
-        key = jax.random.wrap_key_data(np.asarray(key, dtype=np.uint32))
-    data = np.asarray(jax.random.key_data(key)).astype(np.int64)
-    return key, -1, {"key_data": data}

@@ -21,11 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import xarray as xr
-from tqdm.auto import tqdm
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive, check_tokens
-from bayes_attn.inference._call import resolve_key
 from bayes_attn.inference.memory import members_per_group
 from bayes_attn.inference.memory import memory_limit as device_memory_limit
 from bayes_attn.inference.record import RunRecord
@@ -37,8 +35,10 @@ from bayes_attn.inference.sharding import (
     unpad_leading,
 )
 from bayes_attn.io import concat_disjoint
+from bayes_attn.keys import resolve_key
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import forward, init_params, loss_per_token, neg_log_posterior
+from bayes_attn.progress import bar as make_bar
 from bayes_attn.task import preset_attrs
 
 # --------------------------------------------------------------------------------------------------
@@ -507,7 +507,7 @@ def _member_range(member_range, members: int) -> tuple[int, int]:
 def _train_groups(run: _Ensemble, groups: list[slice], desc: str, progress_bar: bool) -> list:
     """Train the member groups one after another under one progress bar."""
     desc += f" ({len(groups)} groups)" if len(groups) > 1 else ""
-    with tqdm(total=run.max_steps * len(groups), disable=not progress_bar, desc=desc) as bar:
+    with make_bar(run.max_steps * len(groups), desc, progress_bar) as bar:
         return [_train_group(run, idx, bar) for idx in groups]
 
 

@@ -61,8 +61,9 @@ import numpyro.distributions as dist
 
 from bayes_attn._validation import check_int
 from bayes_attn.inference import potential, smc_evidence
-from bayes_attn.inference._call import model_call, resolve_key
+from bayes_attn.inference._call import model_call
 from bayes_attn.inference.smc import run_smc
+from bayes_attn.keys import resolve_key
 
 __all__ = ["BasinEvidence", "NoBasin", "basin_evidence", "find_mode"]
 

@@ -36,11 +36,12 @@ from numpyro.infer.util import initialize_model
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int
-from bayes_attn.inference._call import model_call, resolve_key
+from bayes_attn.inference._call import model_call
 from bayes_attn.inference.convert import from_mcmc
 from bayes_attn.inference.members import LAPLACE_GRADIENTS, laplace_metric
 from bayes_attn.inference.potential import find_mode, flat_potential, unconstrained_init
 from bayes_attn.inference.record import RunRecord
+from bayes_attn.keys import resolve_key
 from bayes_attn.progress import announce, say, seconds_per_call
 
 __all__ = ["METRICS", "LaplaceStart", "laplace_start", "run_nuts"]

@@ -79,8 +79,9 @@ After lambda reaches 1 one more resample-and-move step at lambda = 1 (increment 
 ``num_particles`` equally weighted draws per run, shuffled (so that the draw order carries no
 genealogy); the posterior has one chain per run. ``attrs`` holds the per-step record of all runs
 concatenated in run order (``tempering_schedule``, ``log_evidence_increments``,
-``acceptance_rate``, ``num_moves``, ``mixing_correlation``, ``ess``, ``move_scale``; split with
-``num_tempering_steps``, or read as a table with :func:`tempering_steps`).
+``acceptance_rate``, ``num_moves``, ``mixing_correlation``, ``ess``, ``move_scale``,
+``mean_log_likelihood``; split with ``num_tempering_steps``, or read as a table with
+:func:`tempering_steps`).
 
 References
 ----------
@@ -106,13 +107,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 from numpyro.infer.util import constrain_fn
-from tqdm.auto import tqdm
 
 from bayes_attn import _arviz as az
 from bayes_attn import _deprecation
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.inference import potential, smc_checkpoint, smc_evidence, smc_kernel
-from bayes_attn.inference._call import model_call, resolve_key
+from bayes_attn.inference._call import model_call
 from bayes_attn.inference.convert import from_draws
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.smc_checkpoint import REJUVENATED, TEMPERING, Saved
@@ -123,7 +123,9 @@ from bayes_attn.inference.smc_evidence import (
     tempering_steps,
 )
 from bayes_attn.inference.smc_kernel import MoveInfo, StepRecord
+from bayes_attn.keys import resolve_key
 from bayes_attn.progress import announce, duration, say, seconds_per_call
+from bayes_attn.progress import bar as make_bar
 
 __all__ = [
     "MoveInfo",
@@ -294,10 +296,10 @@ class _Progress:
 
     def __init__(self, enabled: bool, s: SMCSettings, seconds: float):
         self.enabled, self.settings, self.seconds = enabled, s, seconds
-        self.bar = tqdm(
-            total=1.0,
-            disable=not enabled,
-            desc="run_smc",
+        self.bar = make_bar(
+            1.0,
+            "run_smc",
+            enabled,
             bar_format="{desc}: {percentage:3.0f}%|{bar}| lambda {n:.4f} [{elapsed}{postfix}]",
         )
 
@@ -585,8 +587,10 @@ def run_smc(
         per tempering step, all runs concatenated in run order: ``tempering_schedule`` (lambda
         after the step), ``log_evidence_increments``, ``acceptance_rate``, ``num_moves``,
         ``mixing_correlation`` (the statistic after the last move), ``ess`` (of the incremental
-        weights after the moves), ``move_scale`` (the RWM scale or HMC step before jitter); the
-        settings: ``kernel``, ``dense_metric``,
+        weights after the moves), ``move_scale`` (the RWM scale or HMC step before jitter),
+        ``mean_log_likelihood`` (the weighted mean of the tempered part after the step: its
+        expectation at that lambda, read off the weights); the settings: ``kernel``,
+        ``dense_metric``,
         ``num_particles``, ``num_runs``, ``num_mcmc_steps``, ``max_mcmc_steps``,
         ``mixing_target``, ``target_ess``, ``min_lineages``, ``evidence_tolerance``,
         ``reference``, ``improper_sites``, ``seed``, ``wall_time_s`` (of this call).

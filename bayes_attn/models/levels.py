@@ -29,6 +29,7 @@ from bayes_attn._validation import (
     check_positive,
     check_tokens,
 )
+from bayes_attn.keys import DATASET_FOLD, EMBEDDINGS_FOLD, run_key
 from bayes_attn.models._sites import BOUNDARY_ACTIVATION, ORDER_PARAMETERS, order_parameters
 from bayes_attn.models.kernel_limit import kernel_limit_model
 from bayes_attn.models.network import network_model
@@ -48,11 +49,6 @@ __all__ = [
     "seed_embeddings",
 ]
 
-#: what a dataset's key folds into the run's key (:func:`model_with_data`), so that a sampler
-#: started from the same key or seed draws independently of the data
-DATASET_FOLD = 1
-#: what the frozen embeddings' key folds into the run's key (:func:`seed_embeddings`)
-EMBEDDINGS_FOLD = 2
 
 MODELS = {
     "reduced": order_param_model,
@@ -135,10 +131,7 @@ def seed_embeddings(task, hyper, d_model: int, *, seed: int | None = None, key=N
     both see the same network at the same seed."""
     from bayes_attn.models.network import init_embeddings
 
-    if key is None:
-        key = jax.random.key(check_int("seed", 0 if seed is None else seed, 0))
-    elif seed is not None:
-        raise ValueError("seed: pass a key or a seed, not both")
+    key = run_key(key, seed)
     d = check_int("d_model", d_model, 1)
     return init_embeddings(jax.random.fold_in(key, EMBEDDINGS_FOLD), task, hyper, d)
 
@@ -178,10 +171,7 @@ def model_with_data(
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     P = check_int("P", P, 1)
-    if key is None:
-        key = jax.random.key(check_int("seed", 0 if seed is None else seed, 0))
-    elif seed is not None:
-        raise ValueError("seed: pass a key or a seed, not both")
+    key = run_key(key, seed)
     tokens = task.sample(jax.random.fold_in(key, DATASET_FOLD), P)
     return model_at(
         level, task, hyper, tokens, activation, d_model=d_model, include_logdet=include_logdet,

@@ -93,6 +93,7 @@ from scipy import optimize
 
 from bayes_attn import _deprecation, algebra
 from bayes_attn._validation import (
+    LEVELS,
     check_activation,
     check_int,
     check_positive,
@@ -119,6 +120,7 @@ __all__ = [
     "inside_window",
     "modes",
     "phase_boundary",
+    "phase_starts",
     "phase_weights",
     "linear_log_density",
     "softmax_log_density",
@@ -314,6 +316,41 @@ def inside_window(task, hyper, P) -> float:
     _, lo, hi = _window(task, hyper)
     margin = 1e-3 * (hi - lo)
     return min(max(float(P), lo + margin), hi - margin)
+
+
+def phase_starts(task, hyper, P, level: str = "kernel", *, embeddings=None) -> dict[str, dict]:
+    """Starting values in the weak (uniform start) and strong (copy start) softmax phases.
+
+    Returns ``{"weak": {...}, "strong": {...}}``: constrained values of the latent sites of
+    ``order_param_model`` (``aG``, the Level-2 minima), ``kernel_limit_model`` (``M``: zero, and the
+    smallest-norm realisation of the strong Level-2 minimum's logits) or ``network_model`` with
+    frozen ``embeddings`` (``W_G`` realising the same M, :func:`bayes_attn.algebra.network_gate`,
+    ``W_O`` = 0). Where P lies outside the Level-2 coexistence window, the minima are taken just
+    inside it (:func:`inside_window`). Re-exported by
+    :mod:`bayes_attn.experiments.coexistence`; the umbrella's default windows start from it. At
+    Level 1 and 0 the starts are starts only: with tokens that are not uniform they are the
+    uniform task's (the reduced level refuses such tokens).
+    """
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    theory_task = task if level == "reduced" else task.uniform()
+    Pw = inside_window(theory_task, hyper, P)
+    cG, _, _ = softmax_minima(Pw, scales(theory_task, hyper))
+    cG = np.sort(np.asarray(cG))
+    if level == "reduced":
+        aG = [float(algebra.softmax_order(jnp.float64(c), task.L)[1]) for c in (cG[0], cG[-1])]
+        return {"weak": {"aG": aG[0]}, "strong": {"aG": aG[1]}}
+    strong = cG[-1]
+    M = algebra.min_norm_M(algebra.reduced_logits(-strong / task.L, strong, task.L), task.V)
+    n = task.n_features
+    if level == "kernel":
+        return {"weak": {"M": jnp.zeros((n, n))}, "strong": {"M": M}}
+    if embeddings is None:
+        raise ValueError("embeddings: the network level needs the frozen (W_emb, p)")
+    W_G = algebra.network_gate(M, embeddings)
+    d = W_G.shape[0]
+    W_O = jnp.zeros((task.V, d))
+    return {"weak": {"W_G": jnp.zeros((d, d)), "W_O": W_O}, "strong": {"W_G": W_G, "W_O": W_O}}
 
 
 def phase_boundary(task, hyper, P, *, include_logdet: bool = False, var: str = "aG") -> float:
