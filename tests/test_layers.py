@@ -8,7 +8,7 @@ PKG = Path(__file__).resolve().parents[1] / "bayes_attn"
 
 LAYERS = [
     {"_validation", "_deprecation", "_arviz", "progress", "distributed", "io", "keys"},
-    {"task", "algebra", "tokens"},
+    {"task", "algebra", "tokens", "induction"},
     {"theory"},
     {"models"},
     {"inference"},
