@@ -596,8 +596,9 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
 @click.option(
     "--chains",
     type=click.IntRange(min=1),
-    default=_sweep_default("llc", "num_chains"),
-    help="chains, started around w*",
+    default=None,
+    show_default="the llc sweep's num_chains; llc_smc.DEFAULT_RUNS (16) runs for smc",
+    help="chains, started around w* (smc: its independent runs, whose spread is the error)",
 )
 @click.option(
     "--draws",
@@ -653,6 +654,10 @@ def llc(ctx, preset, level, activation, P, d_model, sampler, chains, draws, burn
         raise click.BadParameter(f"must be >= 0, got {gamma}", param_hint="--gamma")
     if exact and level != "network":
         raise click.BadParameter("the exact LLC is the network's", param_hint="--exact")
+    if chains is None:  # SMC's error is the spread of its runs: llc_smc.DEFAULT_RUNS of them
+        from bayes_attn.inference.llc_smc import DEFAULT_RUNS
+
+        chains = DEFAULT_RUNS if sampler == "smc" else _sweep_default("llc", "num_chains")()
     if batch_size is not None and batch_size > P:
         raise ValueError(f"batch_size must be at most P = {P} (the full batch), got {batch_size}")
     exact_out = Path(out).with_name(Path(out).stem + "_exact.nc")

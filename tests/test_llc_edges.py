@@ -263,6 +263,23 @@ def test_batch_size_above_P_is_refused(capsys, tmp_path, no_llc_work):
     assert code == 2 and "batch_size" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("sampler, chains", [("smc", 16), ("sgld", 4)])
+def test_llc_default_chains_follow_the_sampler(capsys, tmp_path, monkeypatch, sampler, chains):
+    """SMC's error is the spread of its independent runs, and its own check wants 8 or more:
+    `llc --sampler smc` defaults to llc_smc.DEFAULT_RUNS of them, the others to the sweep's 4."""
+    import bayes_attn.experiments.llc as experiment
+
+    seen = {}
+
+    def record(*args, **kwargs):
+        seen.update(kwargs)
+        raise KeyboardInterrupt  # stop before any work; the CLI reports what it keeps
+
+    monkeypatch.setattr(experiment, "llc_point", record)
+    code, _, _ = cli(capsys, "llc", "--sampler", sampler, "--out", tmp_path / "llc.nc")
+    assert code == 130 and seen["num_chains"] == chains
+
+
 def test_w_star_is_checked_before_any_work():
     from bayes_attn.models import network_model
 

@@ -462,7 +462,8 @@ def _level2_line(prof) -> str:
         parts.append(f"Delta F {math.log(below) - math.log(above):.3f} at {divide:.3f}")
     ok = np.isfinite(F) & np.isfinite(F2) & (se > 0)
     if ok.any():
-        z = np.abs(F - F2)[ok] / se[ok]
-        parts.append(f"largest |F - F_level2| {np.max(np.abs(F - F2)[ok]):.2f} nats, "
+        gap = np.abs(F[ok] - F2[ok])  # only the finite bins: inf - inf is no number
+        z = gap / se[ok]
+        parts.append(f"largest |F - F_level2| {np.max(gap):.2f} nats, "
                      f"{np.max(z):.1f} s.e. ({ok.sum()} bins)")  # fmt: skip
     return "Level 2 on the same bins: " + ("; ".join(parts) or "no finite bin")
