@@ -471,7 +471,7 @@ def _per_draw(f, x, batch_size: int = 16):
     return jax.tree.map(lambda v: v.reshape(c, n, *v.shape[1:]), out)
 
 
-CHECKPOINT_FORMAT = "bayes_attn.llc.nuts.checkpoint/1"
+CHECKPOINT_FORMAT = "bayes_attn.llc.nuts.checkpoint/2"  # /2: acceptance and diverging per draw
 CHECKPOINT_SECONDS = 30.0
 """A NUTS checkpoint is written after a chunk when this many seconds have passed since the last."""
 
@@ -559,7 +559,8 @@ def _run_nuts(target, x0, key, num_burnin, num_draws, thinning, progress_bar, ch
     state = kernel.init(keys, num_burnin, x0, (), {})
     total = num_burnin + num_draws * thinning
     start = num_burnin  # the first step MCMC collects (0-based); it keeps each block's last
-    xs, accs, steps = np.zeros((0, chains, x0.shape[-1])), np.zeros((0, chains)), 0
+    # per kept draw and chain: NUTS's acceptance and whether the transition diverged (0 / 1)
+    xs, accs, steps = np.zeros((0, chains, x0.shape[-1])), np.zeros((0, chains, 2)), 0
     path, fp = None, None
     if checkpoint is not None:
         path = Path(checkpoint)
@@ -571,15 +572,16 @@ def _run_nuts(target, x0, key, num_burnin, num_draws, thinning, progress_bar, ch
 
     @jax.jit
     def advance(state, n):
-        """``n`` steps: the state and, per step, z and the acceptance."""
+        """``n`` steps: the state and, per step, z and (the acceptance, diverged)."""
 
         def one(i, carry):
             s, zs, acc = carry
             s = kernel.sample(s, (), {})
-            return s, zs.at[i].set(s.z), acc.at[i].set(s.accept_prob)
+            stats = jnp.stack([s.accept_prob, s.diverging.astype(s.accept_prob.dtype)], -1)
+            return s, zs.at[i].set(s.z), acc.at[i].set(stats)
 
         zs = jnp.zeros((cap, *state.z.shape), state.z.dtype)
-        acc = jnp.zeros((cap, *state.accept_prob.shape), state.accept_prob.dtype)
+        acc = jnp.zeros((cap, *state.accept_prob.shape, 2), state.accept_prob.dtype)
         return jax.lax.fori_loop(0, n, one, (state, zs, acc))
 
     sizes, saved = _Chunker(cap), time.perf_counter()
@@ -591,7 +593,7 @@ def _run_nuts(target, x0, key, num_burnin, num_draws, thinning, progress_bar, ch
             keep = (idx >= start) & ((idx - start) % thinning == thinning - 1)  # MCMC's rule
             zs, acc = np.asarray(zs)[:n], np.asarray(acc)[:n]
             zs = zs.reshape(n, chains, -1) if chains > 1 else zs.reshape(n, 1, -1)
-            acc = acc.reshape(n, chains)
+            acc = acc.reshape(n, chains, 2)
             xs = np.concatenate([xs, zs[keep]])
             accs = np.concatenate([accs, acc[keep]])
             steps += n
@@ -610,7 +612,9 @@ def _run_nuts(target, x0, key, num_burnin, num_draws, thinning, progress_bar, ch
     loss, dist = (np.asarray(a) for a in (loss, dist))
     if path is not None:
         path.unlink(missing_ok=True)
-    return loss, dist, np.swapaxes(accs, 0, 1), {k: np.asarray(v) for k, v in order.items()}
+    stats = {"acceptance": np.swapaxes(accs[..., 0], 0, 1),
+             "diverging": np.swapaxes(accs[..., 1], 0, 1) > 0.5}  # fmt: skip
+    return loss, dist, stats, {k: np.asarray(v) for k, v in order.items()}
 
 
 def run_llc(
@@ -677,7 +681,8 @@ def run_llc(
         ``posterior``: ``loss`` (L_n at each kept draw, full batch), ``llc`` (nβ (L_n - L_n(w*))),
         ``distance`` (|w - w*|, unconstrained); ``sample_stats``: ``acceptance`` (the exact
         full-batch MALA acceptance of the SGLD step, averaged over the ``thinning`` steps of a
-        draw; NUTS's mean acceptance for NUTS); ``constant_data``: ``init_loss`` (L_n(w*)),
+        draw; NUTS's mean acceptance for NUTS, and ``diverging``, its divergent transitions, which
+        :func:`~bayes_attn.analysis.llc_exploration.llc_exploration` counts); ``constant_data``: ``init_loss`` (L_n(w*)),
         ``grad_norm`` (|∇L_n(w*)|), ``nbeta``, ``gamma``, ``step_size``, ``n``; the run's record in
         the attrs (sampler ``llc``, the LLC sampler as ``llc_sampler``).
     """
@@ -756,7 +761,8 @@ def _result(target, record, loss, dist, acc, step_size, model, model_args, model
                 "distance": dist,
                 **(order or {}),
             },
-            "sample_stats": {"acceptance": acc},
+            # NUTS gives {"acceptance", "diverging"}, the Langevin samplers the acceptance
+            "sample_stats": acc if isinstance(acc, dict) else {"acceptance": acc},
         }
     )
     const = xr.Dataset(
