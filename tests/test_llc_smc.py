@@ -190,11 +190,6 @@ def test_smc_error_bars_cover_on_the_normal_crossings():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="the |w - w*| check misses NUTS at (1, 2, 1000), z = -3.6; NUTS diverges there "
-    "(hundreds of divergences, docs/validation.md), which run_llc's NUTS does not keep yet",
-    strict=False,
-)
 def test_exploration_flags_the_nuts_runs_that_lean():
     """NUTS as the issue ran it (4 chains x 3000 draws, 500 warm-up, started at w*) on the same
     cases: every run whose |z| (against its own MCSE) reaches 3 is flagged by the check."""
