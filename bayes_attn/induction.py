@@ -24,15 +24,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayes_attn import algebra
-from bayes_attn._validation import check_int, check_tokens
-from bayes_attn.tokens import InContextMarkov, TokenSource, parse_tokens
+from bayes_attn._validation import check_int
+from bayes_attn.task import SequenceTask
+from bayes_attn.tokens import InContextMarkov, TokenSource
 
 __all__ = ["InductionTask"]
 
 
 @dataclasses.dataclass(frozen=True)
-class InductionTask:
+class InductionTask(SequenceTask):
     """Sequences of ``L`` tokens from a vocabulary of ``V``; target y[a] = x[a+1] for a < L - 1.
 
     Parameters
@@ -53,17 +53,6 @@ class InductionTask:
     V: int
     tokens: TokenSource = InContextMarkov(alpha=1.0)
 
-    def __post_init__(self):
-        object.__setattr__(self, "L", check_int("L", self.L, 2))
-        object.__setattr__(self, "V", check_int("V", self.V, 2))
-        object.__setattr__(self, "tokens", parse_tokens(self.tokens))
-        self.tokens.check_vocabulary(self.V)
-
-    @property
-    def n_features(self) -> int:
-        """Dimension V + L of the features psi = (onehot, e_a)."""
-        return self.V + self.L
-
     @property
     def n_targets(self) -> int:
         """Positions with a target per sequence, L - 1."""
@@ -73,11 +62,6 @@ class InductionTask:
     def target_mask(self) -> np.ndarray:
         """Boolean (L,): True where position a has a target (a < L - 1), False at the last."""
         return np.arange(self.L) < self.L - 1
-
-    def sample(self, key: jax.Array, P: int) -> jax.Array:
-        """Draw ``P`` sequences of integer tokens from the task's source, shape (P, L)."""
-        P = check_int("P", P, 1)
-        return self.tokens.sample(key, P, self.L, self.V)
 
     def sample_with_chains(self, key: jax.Array, P: int):
         """``(tokens, T)``: the tokens of :meth:`sample` and each sequence's transition matrix
@@ -95,23 +79,10 @@ class InductionTask:
         """``{"task", "L", "V", "tokens"}`` for a result's attrs (``tokens`` as its spec)."""
         return {"task": "induction", "L": self.L, "V": self.V, "tokens": str(self.tokens)}
 
-    def check(self, tokens):
-        """Tokens of this task: integers of shape (P, L) in [0, V), else a ``ValueError`` naming
-        ``tokens`` (under ``jit`` only the shape and dtype are checked)."""
-        return jnp.asarray(check_tokens(tokens, self.L, self.V))
-
-    def one_hot(self, tokens) -> jax.Array:
-        """One-hot inputs x, shape (P, L, V)."""
-        return algebra.one_hot(self.check(tokens), self.V)
-
     def targets(self, tokens) -> jax.Array:
         """Next-token targets y[a] = x[a+1] for a < L - 1, and zeros at a = L - 1: (P, L, V)."""
         x = self.one_hot(tokens)
         return jnp.concatenate([x[:, 1:], jnp.zeros_like(x[:, :1])], axis=1)
-
-    def features(self, tokens) -> jax.Array:
-        """Features psi[a] = (x[a], e_a), shape (P, L, V + L)."""
-        return algebra.features(self.check(tokens), self.V)
 
     def loss_per_token(self, outputs, tokens) -> jax.Array:
         """The package's Gaussian-likelihood loss, 1/2 sum_j (y_j - f_j)^2 per position, averaged

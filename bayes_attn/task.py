@@ -18,8 +18,44 @@ from bayes_attn._validation import check_int, check_positive, check_tokens
 from bayes_attn.tokens import TokenSource, Uniform, parse_tokens
 
 
+class SequenceTask:
+    """What every task of the package shares: ``L`` tokens from a vocabulary of ``V`` drawn from
+    a token source (the dataclass fields ``L``, ``V``, ``tokens`` of the task), their checks, the
+    one-hot inputs and the features psi[a] = (x[a], e_a). A task adds its targets."""
+
+    def __post_init__(self):
+        object.__setattr__(self, "L", check_int("L", self.L, 2))
+        object.__setattr__(self, "V", check_int("V", self.V, 2))
+        object.__setattr__(self, "tokens", parse_tokens(self.tokens))
+        self.tokens.check_vocabulary(self.V)
+
+    @property
+    def n_features(self) -> int:
+        """Dimension V + L of the features psi = (onehot, e_a)."""
+        return self.V + self.L
+
+    def sample(self, key: jax.Array, P: int) -> jax.Array:
+        """Draw ``P`` sequences of integer tokens from the task's source, shape (P, L) (with
+        ``Uniform()``, ``jax.random.randint(key, (P, L), 0, V)``)."""
+        P = check_int("P", P, 1)
+        return self.tokens.sample(key, P, self.L, self.V)
+
+    def check(self, tokens):
+        """Tokens of this task: integers of shape (P, L) in [0, V), else a ``ValueError`` naming
+        ``tokens`` (under ``jit`` only the shape and dtype are checked)."""
+        return jnp.asarray(check_tokens(tokens, self.L, self.V))
+
+    def one_hot(self, tokens) -> jax.Array:
+        """One-hot inputs x, shape (P, L, V)."""
+        return algebra.one_hot(self.check(tokens), self.V)
+
+    def features(self, tokens) -> jax.Array:
+        """Features psi[a] = (x[a], e_a), shape (P, L, V + L)."""
+        return algebra.features(self.check(tokens), self.V)
+
+
 @dataclasses.dataclass(frozen=True)
-class CopyTask:
+class CopyTask(SequenceTask):
     """Sequences of ``L`` tokens from a vocabulary of ``V``; target y[a] = x[a-1 mod L].
 
     Parameters
@@ -39,27 +75,10 @@ class CopyTask:
     V: int
     tokens: TokenSource = Uniform()
 
-    def __post_init__(self):
-        object.__setattr__(self, "L", check_int("L", self.L, 2))
-        object.__setattr__(self, "V", check_int("V", self.V, 2))
-        object.__setattr__(self, "tokens", parse_tokens(self.tokens))
-        self.tokens.check_vocabulary(self.V)
-
     @classmethod
     def paper(cls) -> CopyTask:
         """The paper's task, L = 25 and V = 5."""
         return cls(L=25, V=5)
-
-    @property
-    def n_features(self) -> int:
-        """Dimension V + L of the features psi = (onehot, e_a)."""
-        return self.V + self.L
-
-    def sample(self, key: jax.Array, P: int) -> jax.Array:
-        """Draw ``P`` sequences of integer tokens from the task's source, shape (P, L) (with
-        ``Uniform()``, ``jax.random.randint(key, (P, L), 0, V)``)."""
-        P = check_int("P", P, 1)
-        return self.tokens.sample(key, P, self.L, self.V)
 
     def uniform(self) -> CopyTask:
         """The same L and V with uniform tokens (for what only the uniform theory can say, such as
@@ -70,22 +89,9 @@ class CopyTask:
         """``{"L", "V", "tokens"}`` for a result's attrs (``tokens`` as its spec)."""
         return {"L": self.L, "V": self.V, "tokens": str(self.tokens)}
 
-    def check(self, tokens):
-        """Tokens of this task: integers of shape (P, L) in [0, V), else a ``ValueError`` naming
-        ``tokens`` (under ``jit`` only the shape and dtype are checked)."""
-        return jnp.asarray(check_tokens(tokens, self.L, self.V))
-
-    def one_hot(self, tokens) -> jax.Array:
-        """One-hot inputs x, shape (P, L, V)."""
-        return algebra.one_hot(self.check(tokens), self.V)
-
     def targets(self, tokens) -> jax.Array:
         """Shifted one-hot targets y[a] = x[a-1 mod L], shape (P, L, V)."""
         return algebra.targets(self.check(tokens), self.V)
-
-    def features(self, tokens) -> jax.Array:
-        """Features psi[a] = (x[a], e_a), shape (P, L, V + L)."""
-        return algebra.features(self.check(tokens), self.V)
 
 
 @dataclasses.dataclass(frozen=True)
