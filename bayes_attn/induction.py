@@ -64,9 +64,9 @@ class InductionTask(SequenceTask):
         return np.arange(self.L) < self.L - 1
 
     def sample_with_chains(self, key: jax.Array, P: int):
-        """``(tokens, T)``: the tokens of :meth:`sample` and each sequence's transition matrix
-        (P, V, V) (sources with ``sample_with_chains`` only; a ``ValueError`` naming ``tokens``
-        otherwise)."""
+        """``(tokens, T)``: the tokens of :meth:`~bayes_attn.task.SequenceTask.sample` and each
+        sequence's transition matrix (P, V, V) (sources with ``sample_with_chains`` only; a
+        ``ValueError`` naming ``tokens`` otherwise)."""
         P = check_int("P", P, 1)
         if not hasattr(self.tokens, "sample_with_chains"):
             raise ValueError(f"tokens: {self.tokens} has no chains to return")
