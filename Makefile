@@ -23,6 +23,8 @@ VENV_LATEST := .venv-latest
 LATEST_TESTS := tests/test_arviz_seam.py tests/test_nuts_reduced.py tests/test_sgld.py \
 	tests/test_smc.py tests/test_cli.py tests/test_sharding.py tests/test_distributed.py \
 	tests/test_member_nuts.py tests/test_layers.py tests/test_sweep.py \
+	tests/test_llc_edges.py tests/test_llc_smc.py tests/test_tokens.py tests/test_landscape_edges.py \
+	tests/test_induction_task.py \
 	--deselect tests/test_smc.py::test_regression_evidence_at_the_defaults \
 	--deselect tests/test_sweep.py::test_protocol_sweep_equals_run_protocol
 

@@ -150,7 +150,9 @@ def _array_stat(name: str, draws, method: str) -> float:
         from arviz_stats.base import array_stats
 
         stat = getattr(array_stats, name)
-        return float(stat(draws, method=method, chain_axis=0, draw_axis=1))
+        # the array interface wants the tail's quantiles; ArviZ 0.23's default is (0.05, 0.95)
+        extra = {"prob": (0.05, 0.95)} if (name, method) == ("ess", "tail") else {}
+        return float(stat(draws, method=method, chain_axis=0, draw_axis=1, **extra))
     return float(getattr(_az(), name)(draws, method=method))
 
 

@@ -94,3 +94,10 @@ def test_every_sampler_returns_the_same_structure():
                     num_warmup=20, num_samples=30, step_size=1e-4, progress_bar=False)  # fmt: skip
     assert sgld.posterior["M"].dims == ("chain", "draw", "row", "col")
     assert "tokens" in sgld.observed_data and "potential_energy" in sgld.sample_stats
+
+
+def test_tail_ess_is_the_same_on_both_stacks():
+    """The tail ESS (the exploration check's) is ArviZ 0.23's, quantiles 0.05 and 0.95, on both
+    stacks: arviz-stats' array interface needs them given (it raised a TypeError without)."""
+    x = np.random.default_rng(0).normal(size=(4, 500))
+    assert az.ess(x, "tail") == pytest.approx(2055.6087859576396, rel=1e-9)  # ArviZ 0.23.4
