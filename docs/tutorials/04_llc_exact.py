@@ -42,9 +42,10 @@ import numpyro.distributions as dist
 import bayes_attn as ba
 from bayes_attn import algebra
 from bayes_attn.analysis import llc_estimate
+from bayes_attn.experiments.llc import network_weights
 from bayes_attn.inference import exact_frozen_llc, run_llc
 from bayes_attn.models import init_embeddings, network_model
-from bayes_attn.theory import level1_fit, level1_map
+from bayes_attn.theory import level1_map
 
 t_start, c_start = time.perf_counter(), time.process_time()
 
@@ -90,8 +91,8 @@ for eps in (2e-3, 5e-4):
 #
 # A softmax attention layer of width d = 16 on the copy task at L = 8, V = 3, P = 20 sequences,
 # embeddings frozen at a prior draw. w* is the exact MAP: `theory.level1_map` with the
-# embeddings' Gram gives the kernel-limit form M, mapped onto the network's gate W_G through the
-# embeddings' span, and `level1_fit` gives the readout. `exact_frozen_llc` samples the same
+# embeddings' Gram gives the kernel-limit form M, and `experiments.llc.network_weights` maps it
+# onto the network (the gate W_G through the embeddings' span, the readout by `level1_fit`). `exact_frozen_llc` samples the same
 # localized target with the readout W_O integrated out in closed form: the ground truth, at the
 # same nβ (default n / log n) and γ.
 
@@ -100,10 +101,8 @@ task, hyper = ba.CopyTask(L=8, V=3), ba.Hyper.paper()
 P, d = 20, 16
 tokens = task.sample(jax.random.key(1), P)
 emb = init_embeddings(jax.random.key(2), task, hyper, d)
-g, U = algebra.embedding_gram(*emb), algebra.span_basis(*emb)
-M = level1_map(task, hyper, tokens, "softmax", gram=g).M
-w = level1_fit(M, tokens, task, hyper, "softmax", gram=g)["w"]
-w_star = {"W_G": U @ M @ U.T, "W_O": w.T @ U.T / math.sqrt(d)}
+M = level1_map(task, hyper, tokens, "softmax", gram=algebra.embedding_gram(*emb)).M
+w_star = network_weights(task, hyper, tokens, "softmax", M, emb)  # W_G = U M Uᵀ, W_O by level1_fit
 call = dict(model_args=(task, hyper, tokens, "softmax", d),
             model_kwargs={"train_embeddings": False, "embeddings": emb}, gamma=100.0)  # fmt: skip
 
