@@ -29,7 +29,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
-from tqdm.auto import tqdm
 
 import bayes_attn
 from bayes_attn import algebra
@@ -45,6 +44,7 @@ from bayes_attn.inference.adam import (
     warmup_steps_for,
 )
 from bayes_attn.inference.members import chain_means, sgld_program
+from bayes_attn.progress import bar as make_bar
 from bayes_attn.task import CopyTask, Hyper
 from bayes_attn.theory.level1 import level1_map
 from bayes_attn.theory.saddles import global_saddle
@@ -408,7 +408,7 @@ def collect_grid(cfg, point, seconds: dict, *, desc: str, progress: bool = True)
     (..., query, key) for patterns. ``seconds`` is added to in place, stage by stage."""
     n_act, n_P = len(cfg.activations), len(cfg.Ps)
     values = {}
-    bar = tqdm(total=n_act * n_P, disable=not progress, desc=desc)
+    bar = make_bar(n_act * n_P, desc, progress)
     for i, act in enumerate(cfg.activations):
         for j, P in enumerate(cfg.Ps):
             bar.set_postfix(activation=act, P=P)

@@ -44,7 +44,6 @@ from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
-from tqdm.auto import tqdm
 
 from bayes_attn import _arviz as az
 from bayes_attn._deprecation import moved
@@ -64,6 +63,7 @@ from bayes_attn.models.levels import (
     model_with_data,
     order_parameters,
 )
+from bayes_attn.progress import bar as make_bar
 from bayes_attn.task import CopyTask, Hyper
 from bayes_attn.tokens import check_uniform, parse_tokens
 
@@ -827,7 +827,7 @@ def run_sweep(
     if 0 < done(ds) < len(mine):
         log.info("resuming %s: %d of %d points already done", path, done(ds), len(mine))
     computed, before, waited = 0, done(ds), False
-    with tqdm(total=len(mine), initial=before, disable=not progress, desc=cfg.kind) as bar:
+    with make_bar(len(mine), cfg.kind, progress, initial=before) as bar:
         while done(ds) < len(mine):
             nxt = shared.claim_next(mine)
             ds = nxt.ds

@@ -51,7 +51,6 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 from numpyro import handlers
-from tqdm.auto import tqdm
 
 from bayes_attn import _arviz as az
 from bayes_attn import algebra
@@ -62,6 +61,7 @@ from bayes_attn.inference.record import RunRecord
 from bayes_attn.keys import resolve_key
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_params, network_model
+from bayes_attn.progress import bar as make_bar
 from bayes_attn.theory.action import gram as design_gram
 
 __all__ = [
@@ -585,7 +585,7 @@ def _run_nuts(target, x0, key, num_burnin, num_draws, thinning, progress_bar, ch
         return jax.lax.fori_loop(0, n, one, (state, zs, acc))
 
     sizes, saved = _Chunker(cap), time.perf_counter()
-    with tqdm(total=total, initial=steps, disable=not progress_bar, desc="llc nuts") as bar:
+    with make_bar(total, "llc nuts", progress_bar, initial=steps) as bar:
         while steps < total:
             n, t0 = sizes(total - steps), time.perf_counter()
             state, zs, acc = advance(state, n)
@@ -732,7 +732,7 @@ def run_llc(
         )
     else:
         total = num_burnin + num_draws * thinning
-        with tqdm(total=total, disable=not progress_bar, desc=f"llc {sampler}") as bar:
+        with make_bar(total, f"llc {sampler}", progress_bar) as bar:
             loss, dist, acc = _run_langevin(
                 target, sampler, x0, jax.random.split(k_run, num_chains), step_size,
                 (alpha, delta), num_burnin, num_draws, thinning, bar,

@@ -47,7 +47,6 @@ from numpyro.infer.util import (
     potential_energy,
 )
 from numpyro.util import is_prng_key, not_jax_tracer
-from tqdm.auto import tqdm
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import SamplerDiverged, check_int, check_positive
@@ -56,6 +55,7 @@ from bayes_attn.inference.convert import from_draws
 from bayes_attn.inference.potential import full_plates
 from bayes_attn.inference.record import RunRecord, tokens_of
 from bayes_attn.keys import resolve_key
+from bayes_attn.progress import bar as make_bar
 
 StepSize = float | Callable[[jax.Array], jax.Array]
 
@@ -375,7 +375,7 @@ def _drive(kernel: SGLD, rng, num_chains, num_warmup, num_samples, thinning, ini
         return state, bad, rec
 
     kept = []
-    with tqdm(total=first + draws * thinning, disable=not progress_bar, desc="sgld") as bar:
+    with make_bar(first + draws * thinning, "sgld", progress_bar) as bar:
         for steps in _chunks(first):
             state, bad, _ = checked(state, bad, 1, steps)
             bar.update(steps)
