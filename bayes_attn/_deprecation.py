@@ -30,3 +30,22 @@ def moved(module: str, names: dict[str, str]):
         return getattr(importlib.import_module(target), new_name)
 
     return __getattr__
+
+
+
+def renamed(old: str, old_value, new: str, new_value):
+    """The value of a keyword argument renamed from ``old`` to ``new``: ``new_value`` unless the
+    caller passed ``old`` (``old_value`` not None), which then wins and warns with a
+    ``DeprecationWarning`` naming the new keyword. For example the one progress flag::
+
+        def run_x(..., progress: bool = True, progress_bar: bool | None = None):
+            progress = renamed("progress_bar", progress_bar, "progress", progress)
+    """
+    if old_value is None:
+        return new_value
+    warnings.warn(
+        f"the keyword {old}= is now {new}=; the old name will be removed in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return old_value

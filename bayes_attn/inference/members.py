@@ -26,7 +26,7 @@ from numpyro.infer.util import potential_energy
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_int
-from bayes_attn.inference.potential import hessian
+from bayes_attn.inference.hmc import LAPLACE_GRADIENTS, adapt_nuts_step, laplace_metric
 from bayes_attn.inference.sgld import SGLD
 from bayes_attn.inference.sharding import sharded_map
 from bayes_attn.models.network import forward, loss_per_token, network_model
@@ -45,10 +45,6 @@ __all__ = [
 ]
 
 
-#: gradients per NUTS transition in the Laplace metric, for the cost estimates: trees of depth 2
-#: to 5. Measured: 15 (depth 4 at every draw) in the 900 dimensions of the README's d = 10^4
-#: network, ~5 for a 5-dimensional Gaussian; a posterior far from Gaussian can take more.
-LAPLACE_GRADIENTS = (3, 31)
 STEP_CAP = 5e-4  # SGLD step at most STEP_CAP / d_model
 STEP_SAFETY = 0.1  # and at most STEP_SAFETY / lambda_max
 
@@ -198,22 +194,6 @@ def chain_means(obs: dict, activation: str) -> dict:
     }
 
 
-def laplace_metric(logdensity_fn, position, args=(), *, chunk: int = 30) -> np.ndarray:
-    """The Laplace covariance at ``position`` (1-D): the inverse of the Hessian of
-    ``-logdensity_fn(position, *args)`` (:func:`bayes_attn.inference.potential.hessian`, by
-    Hessian-vector products ``chunk`` at a time), its eigenvalues clipped to at least 1e-8 of the
-    largest so that it is a valid HMC metric. The one Laplace metric of the package:
-    :func:`member_nuts` and ``run_nuts(..., metric="laplace")`` use it."""
-    H = hessian(
-        lambda x, *a: -logdensity_fn(x, *a), jnp.asarray(position), tuple(args), chunk=chunk
-    )
-    if not np.all(np.isfinite(H)):
-        raise ValueError("position: the Hessian of the log density there is not finite")
-    lam, Q = np.linalg.eigh(H)
-    lam = np.maximum(lam, 1e-8 * max(float(lam[-1]), 1e-300))
-    return (Q / lam) @ Q.T
-
-
 def _announce_members(logdensity_fn, positions, first, num_adapt, steps):
     """The cost of :func:`member_nuts`: the Hessian, the adaptation and every member's chain, at
     :data:`LAPLACE_GRADIENTS` gradients per NUTS transition."""
@@ -227,26 +207,6 @@ def _announce_members(logdensity_fn, positions, first, num_adapt, steps):
         (4 * k + lo * transitions, 4 * k + hi * transitions),
         seconds,
     )
-
-
-def adapt_nuts_step(key, x0, logdensity, inv_mass, num_steps, target_accept):
-    """BlackJAX NUTS from ``x0`` at a fixed inverse mass matrix, its step adapted by dual averaging
-    (from 0.5, towards ``target_accept``) over ``num_steps`` steps: the last NUTS state and the
-    adapted step. Traceable; the one warm-up of ``member_nuts`` and of the umbrella windows."""
-    import blackjax
-    from blackjax.adaptation.step_size import dual_averaging_adaptation
-
-    init, update, final = dual_averaging_adaptation(target_accept)
-    kernel = blackjax.nuts.build_kernel()
-
-    def step(carry, k):
-        state, da = carry
-        state, info = kernel(k, state, logdensity, jnp.exp(da.log_step_size), inv_mass)
-        return (state, update(da, info.acceptance_rate)), None
-
-    start = (blackjax.nuts.init(x0, logdensity), init(jnp.asarray(0.5, x0.dtype)))
-    (state, da), _ = jax.lax.scan(step, start, jax.random.split(key, num_steps))
-    return state, final(da)
 
 
 def member_nuts(
