@@ -242,11 +242,15 @@ def _chains(key, alpha: float, P: int, V: int, doubly: bool):
     return jnp.einsum("pk,pkij->pij", w, onehots)
 
 
-@functools.partial(jax.jit, static_argnames=("alpha", "P", "L", "V", "doubly"))
-def _icl(key, alpha: float, P: int, L: int, V: int, doubly: bool):
+#: the laws of an in-context chain's first token: its stationary law, or uniform
+STARTS = ("stationary", "uniform")
+
+
+@functools.partial(jax.jit, static_argnames=("alpha", "P", "L", "V", "doubly", "start"))
+def _icl(key, alpha: float, P: int, L: int, V: int, doubly: bool, start: str = "stationary"):
     k_T, k_u = jax.random.split(key)
     T = _chains(k_T, alpha, P, V, doubly)
-    if doubly:  # the stationary law of a doubly-stochastic chain is uniform
+    if doubly or start == "uniform":  # a doubly-stochastic chain's stationary law is uniform
         start = jnp.broadcast_to(jnp.arange(1, V + 1, dtype=T.dtype) / V, (P, V))
     else:
         start = jnp.cumsum(stationary(T), axis=-1)
@@ -395,7 +399,9 @@ class Markov(TokenSource):
 @dataclasses.dataclass(frozen=True)
 class InContextMarkov(TokenSource):
     """Each sequence draws its own chain, then its tokens from it, the first from that chain's
-    stationary law.
+    stationary law (``start="stationary"``, the default) or uniformly and independently of the
+    chain (``start="uniform"``: then the Dirichlet-smoothed bigram counts are the exact posterior
+    mean of the next token, docs/theory.md §12).
 
     The chain's rows are i.i.d. Dirichlet(alpha 1) or, with ``doubly_stochastic``, the matrix is a
     mixture of V uniformly random permutation matrices with Dirichlet(alpha 1) weights (rows and
@@ -405,6 +411,7 @@ class InContextMarkov(TokenSource):
 
     alpha: float = 1.0
     doubly_stochastic: bool = False
+    start: str = "stationary"
     name: ClassVar[str] = "icl-markov"
 
     def __post_init__(self):
@@ -414,15 +421,20 @@ class InContextMarkov(TokenSource):
                 f"tokens: doubly_stochastic must be true or false, got {self.doubly_stochastic!r}"
             )
         object.__setattr__(self, "doubly_stochastic", bool(self.doubly_stochastic))
+        if self.start not in STARTS:
+            raise ValueError(
+                f"tokens: start must be one of {', '.join(STARTS)}, got {self.start!r}"
+            )
 
     @property
     def spec(self) -> str:
         extra = ",doubly_stochastic=true" if self.doubly_stochastic else ""
+        extra += f",start={self.start}" if self.start != "stationary" else ""
         return f"icl-markov:alpha={_num(self.alpha)}{extra}"
 
     def sample_with_chains(self, key, P: int, L: int, V: int):
         """``(tokens, T)``: tokens (P, L) and each sequence's transition matrix, (P, V, V)."""
-        return _icl(key, self.alpha, int(P), int(L), int(V), self.doubly_stochastic)
+        return _icl(key, self.alpha, int(P), int(L), int(V), self.doubly_stochastic, self.start)
 
     def sample(self, key, P: int, L: int, V: int) -> jax.Array:
         return self.sample_with_chains(key, P, L, V)[0]
@@ -436,7 +448,9 @@ SOURCES = {c.name: c for c in (Uniform, Zipf, Markov, InContextMarkov)}
 
 
 def _value(key: str, text: str):
-    """A spec value: JSON (numbers, true/false, lists), else the text itself."""
+    """A spec value: JSON (numbers, true/false, lists), else the text itself (``start``)."""
+    if key == "start":
+        return text.strip().lower()
     try:
         return json.loads(text)
     except json.JSONDecodeError:

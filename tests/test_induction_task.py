@@ -201,3 +201,24 @@ def test_kl_of_a_strategy_to_itself_is_zero():
     assert float(R.to_distribution(np.array([-1.0, 1.0, 1.0]), 1e-4)[0]) == pytest.approx(
         1e-4 / 2.0001
     )
+
+
+def test_uniform_start_makes_the_dirichlet_bigram_the_exact_posterior():
+    """``InContextMarkov(start="uniform")``: the first token is uniform whatever the chain, so the
+    posterior mean is the Polya bigram (the enumerated posterior agrees with it to the
+    enumeration's Monte Carlo error), and the source draws a uniform first token."""
+    src = InContextMarkov(1.0, start="uniform")
+    task = InductionTask(4, 2, src)
+    seqs, m, q = R.enumerated_posterior(task, n_chains=200_000, seed=4, start="uniform")
+    big = np.asarray(R.bigram(seqs, 2, 1.0))
+    assert np.abs(big - q).max() < 0.01  # stationary start: > 0.05 (the test above)
+    np.testing.assert_array_equal(np.asarray(R.posterior_mean(task, seqs)), big)
+    x = np.asarray(src.sample(jax.random.key(3), 40_000, 3, 4))
+    freq = np.bincount(x[:, 0], minlength=4) / x.shape[0]
+    assert np.abs(freq - 0.25).max() < 5 * np.sqrt(0.25 * 0.75 / x.shape[0])  # 5 binomial sds
+    assert str(src) == "icl-markov:alpha=1,start=uniform"
+    from bayes_attn.tokens import parse_tokens
+
+    assert parse_tokens(str(src)) == src and hash(parse_tokens(str(src))) == hash(src)
+    with pytest.raises(ValueError, match="tokens: start must be one of"):
+        InContextMarkov(1.0, start="first")

@@ -156,9 +156,10 @@ def _alpha(task: InductionTask, what: str) -> float:
 def bayes_optimal(task: InductionTask, tokens) -> jax.Array:
     """The Dirichlet-bigram reference of an ``InContextMarkov(alpha)`` task, :func:`bigram` at the
     source's alpha: the posterior mean of the next token, hence Bayes-optimal under the Gaussian
-    likelihood, for a first token independent of the chain. The package's source starts from the
-    chain's stationary law, whose exact posterior mean is :func:`posterior_mean` (lower expected
-    loss by 0.00135 at L = 16, V = 3, alpha = 1). For a doubly-stochastic source it is not the posterior mean (the rows are
+    likelihood, for a first token independent of the chain: exact for
+    ``InContextMarkov(alpha, start="uniform")``. The default source starts from the chain's
+    stationary law, whose exact posterior mean is :func:`posterior_mean` (lower expected loss by
+    0.00135 at L = 16, V = 3, alpha = 1). For a doubly-stochastic source it is not the posterior mean (the rows are
     not independent Dirichlet vectors), and this raises a ``ValueError`` naming ``tokens``
     (:func:`strategies` still gives the bigram reference of Edelman et al. there)."""
     alpha = _alpha(task, "the Bayes-optimal predictor")
@@ -179,12 +180,15 @@ def posterior_mean(task: InductionTask, tokens, key=None, n_draws: int = 256) ->
     integrates. It is estimated by self-normalised importance sampling: ``n_draws`` chains from the
     Dirichlet posterior of each prefix, weighted by pi_T(x[0]) (a weight in (0, 1], so the
     estimate is stable); the estimate of E[T[x_a, j]] is Rao-Blackwellised over the row. Its bias
-    and noise are O(1 / n_draws). Without the weight this is :func:`bigram`."""
+    and noise are O(1 / n_draws). Without the weight this is :func:`bigram`, which is what a
+    source with ``start="uniform"`` gets, exactly."""
     alpha = _alpha(task, "the posterior mean")
     if task.tokens.doubly_stochastic:
         raise ValueError(
             "tokens: posterior_mean is derived for Dirichlet rows, not doubly stochastic"
         )
+    if task.tokens.start == "uniform":  # x[0] says nothing of the chain: the Polya bigram
+        return bigram(task.check(tokens), task.V, alpha)
     n_draws = check_int("n_draws", n_draws, 1)
     key = jax.random.key(0) if key is None else key
     t = task.check(tokens)
