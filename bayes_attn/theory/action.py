@@ -104,8 +104,16 @@ def evidence_exact(A, tokens, V: int, sigma2, g_o, factor=None):
     R of frozen embeddings' Gram g (any width) Phi is the whitened design Phi R: the readout W_O
     of the network enters only through w = W_O W, whose prior is N(0, (g_O/chi) g).
     """
-    G, B, yy = gram(A, tokens, V, factor)
-    n = G.shape[0]
+    return woodbury_evidence(*gram(A, tokens, V, factor), sigma2, g_o)
+
+
+def woodbury_evidence(G, B, yy, sigma2, g_o):
+    """``(s_data, logdet)`` of a Gaussian linear readout from its sufficient statistics: the
+    design's Gram G = Phi^T Phi (n, n), B = Phi^T y (n, V) and sum |y|^2, with the readout's
+    prior N(0, g_O / chi) per entry and noise sigma^2 / chi, integrated out (one Cholesky factor in
+    n dimensions). :func:`evidence_exact` is it on the one-layer design; the two-layer model
+    (:mod:`bayes_attn.models.two_layer`) on its own."""
+    n, V = B.shape
     lam = sigma2 / g_o
     chol = jax.scipy.linalg.cho_factor(lam * jnp.eye(n) + G, lower=True)
     fit = jnp.sum(B * jax.scipy.linalg.cho_solve(chol, B))

@@ -1,0 +1,258 @@
+"""Two causal attention layers: the induction head's network and its kernel limit.
+
+The disentangled residual form of Nichani, Damian and Lee ("How transformers learn causal structure
+with gradient descent", ICML 2024), on the package's features psi[a] = (x[a], e_a) (n = V + L):
+
+- layer 1 attends over the embedded features, logits psi[a]^T M1 psi[b] (M1: n x n);
+- layer 2 attends over the stream zeta[b] = [psi[b], (A1 psi)[b]] (2n), logits
+  zeta[a]^T M2 zeta[b] (M2: 2n x 2n);
+- the readout is linear in Phi[a] = [psi[a], (A1 psi)[a], (A2 zeta)[a]] (4n), so that the uniform,
+  in-context unigram, in-weights and induction strategies are all expressible.
+
+A finite network with embeddings W (d x n) has exactly these logits and this readout with
+M1 = W^T W_G1 W / d, M2 = W~^T W_G2 W~ / d (W~ = blockdiag(W, W)) and w = W_O (I_4 (x) W)
+(:func:`network_forms`): one forward serves both levels (:func:`forward`). In the kernel limit M1 and
+M2 are Gaussian and the readout is integrated out exactly (Woodbury in 4n dimensions,
+:func:`bayes_attn.theory.action.woodbury_evidence`); with frozen embeddings the features are whitened
+by the Gram's square root R, psi -> R psi, and the model is the network's exact posterior at any
+width, as for one layer (docs/theory.md §13).
+
+``layers=1`` with ``readout=("h1",)`` and the copy task (no mask, wrap-around targets) is today's
+one-layer model exactly (tested at 1e-12).
+
+References
+----------
+docs/theory.md §13 (the two-layer kernel limit); Nichani, Damian and Lee (ICML 2024); Edelman et al.,
+"The evolution of statistical induction heads" (NeurIPS 2024).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpyro
+import numpyro.distributions as dist
+
+from bayes_attn import algebra
+from bayes_attn._validation import check_activation, check_gram, check_int, check_tokens
+from bayes_attn.models._sites import record_order_parameters
+from bayes_attn.theory.action import woodbury_evidence
+
+__all__ = [
+    "STREAMS",
+    "attend",
+    "check_readout",
+    "forward",
+    "induction_scores",
+    "network_forms",
+    "two_layer_kernel_model",
+    "two_layer_network_model",
+]
+
+#: the residual streams the readout may read, in the design's order: the features, layer 1's
+#: output, layer 2's output (2n wide)
+STREAMS = ("h0", "h1", "h2")
+
+
+def check_readout(readout, layers: int) -> tuple[str, ...]:
+    """The readout's streams as a tuple in :data:`STREAMS` order; a ``ValueError`` naming
+    ``readout`` for an unknown or repeated stream, none, or ``h2`` with one layer."""
+    readout = (readout,) if isinstance(readout, str) else tuple(readout)
+    bad = [s for s in readout if s not in STREAMS]
+    if bad or not readout or len(set(readout)) != len(readout):
+        raise ValueError(f"readout must be distinct streams from {STREAMS}, got {readout!r}")
+    if layers == 1 and "h2" in readout:
+        raise ValueError("readout: h2 needs layers=2")
+    return tuple(s for s in STREAMS if s in readout)
+
+
+def _is_causal(task) -> bool:
+    """Causal attention and next-token targets for the induction task; the copy task attends over
+    the whole sequence (today's one-layer model)."""
+    return hasattr(task, "target_mask")
+
+
+def attend(K, activation: str, causal: bool) -> jax.Array:
+    """Attention from logits (..., L, L): :func:`bayes_attn.algebra.attention` with, when ``causal``,
+    position a seeing b <= a only (linear: K / L on the triangle; softmax over b <= a)."""
+    if not causal:
+        return algebra.attention(K, activation)
+    L = K.shape[-1]
+    mask = jnp.tril(jnp.ones((L, L), dtype=bool))
+    if activation == "linear":
+        return jnp.where(mask, K, 0.0) / L
+    return jax.nn.softmax(jnp.where(mask, K, -jnp.inf), axis=-1)
+
+
+def forward(M1, M2, psi, activation: str, causal: bool, readout=STREAMS):
+    """``(Phi, A1, A2)``: the readout design (P, L, width) on the ``readout`` streams and both
+    attention patterns (P, L, L) (``A2`` None when ``M2`` is None: one layer).
+
+    ``psi`` are the features (P, L, n), whitened already where embeddings are frozen."""
+    K1 = jnp.einsum("pai,ij,pbj->pab", psi, M1, psi)
+    A1 = attend(K1, activation, causal)
+    h1 = A1 @ psi
+    parts = {"h0": psi, "h1": h1}
+    A2 = None
+    if M2 is not None:
+        zeta = jnp.concatenate([psi, h1], axis=-1)
+        K2 = jnp.einsum("pai,ij,pbj->pab", zeta, M2, zeta)
+        A2 = attend(K2, activation, causal)
+        parts["h2"] = A2 @ zeta
+    return jnp.concatenate([parts[s] for s in readout], axis=-1), A1, A2
+
+
+def _targets(task, tokens):
+    """(y, rows): targets (P, L, V) and the positions that carry one (L,) bool."""
+    L = tokens.shape[-1]
+    if _is_causal(task):
+        return task.targets(tokens), jnp.asarray(task.target_mask)
+    return algebra.targets(tokens, task.V), jnp.ones(L, dtype=bool)
+
+
+def induction_scores(A1, A2, tokens, V: int) -> dict[str, jax.Array]:
+    """The order parameters of the two causal layers, from the patterns over a dataset.
+
+    Layer 1 (``A1``, (P, L, L)), projected as the one-layer copy score is but on the causal
+    triangle: ``uniform1`` = L x the mean entry off the previous-token line, ``copy1`` = L x (the
+    mean previous-token entry A1[a, a-1] minus it). Layer 2 (``A2``): ``induction2``, the attention
+    mass on the positions b whose previous token equals the query's token (x[b-1] = x[a]), averaged
+    over the queries that have one; ``induction2_excess``, that minus the share of such positions
+    among those visible (0 for uniform attention, near 1 for an induction head); ``uniform2`` = L x
+    the mean entry off those matches. The in-context-unigram strategy is uniform pooling read
+    through the token block, so its score is the uniform score of the layer that pools."""
+    P, L, _ = A1.shape
+    tri = jnp.tril(jnp.ones((L, L), dtype=bool))
+    prev = jnp.eye(L, k=-1, dtype=bool)
+    A1m = jnp.mean(A1, axis=0)
+    off1 = jnp.sum(jnp.where(tri & ~prev, A1m, 0.0)) / jnp.sum(tri & ~prev)
+    out = {"uniform1": L * off1, "copy1": L * (jnp.sum(jnp.where(prev, A1m, 0.0)) / (L - 1) - off1)}
+    if A2 is None:
+        return out
+    t = jnp.asarray(tokens)
+    before = jnp.concatenate([jnp.full_like(t[:, :1], -1), t[:, :-1]], axis=1)  # x[b-1], -1 at b=0
+    match = (before[:, None, :] == t[:, :, None]) & tri  # (P, a, b)
+    has = jnp.any(match, axis=-1)
+    mass = jnp.sum(jnp.where(match, A2, 0.0), axis=-1)
+    share = jnp.sum(match, axis=-1) / jnp.arange(1, L + 1)
+    n_has = jnp.maximum(jnp.sum(has), 1)
+    out["induction2"] = jnp.sum(jnp.where(has, mass, 0.0)) / n_has
+    out["induction2_excess"] = jnp.sum(jnp.where(has, mass - share, 0.0)) / n_has
+    rest = tri & ~match
+    out["uniform2"] = L * jnp.sum(jnp.where(rest, A2, 0.0)) / jnp.maximum(jnp.sum(rest), 1)
+    return out
+
+
+def _record(A1, A2, tokens, task, activation: str) -> None:
+    if not _is_causal(task) and A2 is None:  # the one-layer copy model's own sites
+        record_order_parameters(A1, activation)
+        return
+    for name, value in induction_scores(A1, A2, tokens, task.V).items():
+        numpyro.deterministic(name, value)
+
+
+def _whiten(task, tokens, gram):
+    psi = algebra.features(tokens, task.V)
+    if gram is None:
+        return psi
+    n = task.n_features
+    return psi @ algebra.gram_factor(jnp.asarray(check_gram(gram, n)), n)
+
+
+def two_layer_kernel_model(
+    task, hyper, tokens, activation: str, gram=None, *, layers: int = 2, readout=STREAMS
+):
+    """The kernel-limit posterior of two attention layers: M1 (n x n) and M2 (2n x 2n) with
+    N(0, g_W / chi) priors, the readout on the ``readout`` streams integrated out exactly (the
+    Gaussian evidence, log-determinant included).
+
+    ``task`` is an :class:`~bayes_attn.induction.InductionTask` (causal, next-token targets) or a
+    :class:`~bayes_attn.task.CopyTask` (today's attention over the whole sequence). ``gram``: the
+    Gram of frozen embeddings (:func:`bayes_attn.algebra.embedding_gram`); the model is then the
+    exact posterior of :func:`two_layer_network_model` with those embeddings, at any width.
+    ``layers=1`` drops layer 2 (and M2). Deterministic sites: :func:`induction_scores` (or, for
+    the copy task with one layer, today's ``c1``/``cG`` or ``a1``/``aG``).
+    """
+    check_activation(activation)
+    layers = check_int("layers", layers, 1)
+    if layers > 2:
+        raise ValueError(f"layers must be 1 or 2, got {layers}")
+    readout = check_readout(readout, layers)
+    tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
+    psi = _whiten(task, tokens, gram)
+    n = task.n_features
+    scale = jnp.sqrt(hyper.g_w / hyper.chi)
+    M1 = numpyro.sample("M1", dist.Normal(0.0, scale).expand((n, n)).to_event(2))
+    M2 = None
+    if layers == 2:
+        M2 = numpyro.sample("M2", dist.Normal(0.0, scale).expand((2 * n, 2 * n)).to_event(2))
+    Phi, A1, A2 = forward(M1, M2, psi, activation, _is_causal(task), readout)
+    y, rows = _targets(task, tokens)
+    Phi, y = Phi[:, rows].reshape(-1, Phi.shape[-1]), y[:, rows].reshape(-1, task.V)
+    s_data, logdet = woodbury_evidence(Phi.T @ Phi, Phi.T @ y, jnp.sum(y**2), hyper.sigma2,
+                                       hyper.g_o)  # fmt: skip
+    numpyro.factor("evidence", -hyper.chi * s_data - logdet)
+    _record(A1, A2, tokens, task, activation)
+
+
+def network_forms(W, W_G1, W_G2, W_O):
+    """``(M1, M2, w)`` of a two-layer network with embeddings W (d x n): M1 = W^T W_G1 W / d,
+    M2 = W~^T W_G2 W~ / d with W~ = blockdiag(W, W), and w = W_O (I_k (x) W) for a readout W_O
+    (V x k d) of k streams of width d each (h2 counts twice)."""
+    d = W.shape[0]
+    M1 = W.T @ W_G1 @ W / d
+    M2 = None
+    if W_G2 is not None:
+        Wt = jax.scipy.linalg.block_diag(W, W)
+        M2 = Wt.T @ W_G2 @ Wt / d
+    k = W_O.shape[1] // d
+    w = jnp.concatenate([W_O[:, i * d : (i + 1) * d] @ W for i in range(k)], axis=1)
+    return M1, M2, w
+
+
+def two_layer_network_model(
+    task,
+    hyper,
+    tokens,
+    activation: str,
+    d_model: int,
+    *,
+    layers: int = 2,
+    readout=STREAMS,
+    embeddings: tuple | None = None,
+):
+    """The finite two-layer network (Level 0): W_emb, p ~ N(0, 1) (or held at ``embeddings``),
+    W_G1 (d x d) and W_G2 (2d x 2d) ~ N(0, g_W / chi), W_O (V x width) ~ N(0, g_O / (chi d)),
+    Gaussian likelihood with noise sigma^2 / chi on the positions that have a target. The forward
+    is exact through the embeddings' span (:func:`network_forms`, :func:`forward`), so a step costs
+    O(n d^2), not O(P L d^2). Deterministic sites as :func:`two_layer_kernel_model`'s."""
+    check_activation(activation)
+    d = check_int("d_model", d_model, 1)
+    layers = check_int("layers", layers, 1)
+    if layers > 2:
+        raise ValueError(f"layers must be 1 or 2, got {layers}")
+    readout = check_readout(readout, layers)
+    tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
+    g = (hyper.g_w / hyper.chi) ** 0.5
+    if embeddings is None:
+        W_emb = numpyro.sample("W_emb", dist.Normal(0.0, 1.0).expand((d, task.V)).to_event(2))
+        pos = numpyro.sample("p", dist.Normal(0.0, 1.0).expand((d, task.L)).to_event(2))
+    else:
+        W_emb, pos = (jnp.asarray(e) for e in embeddings)
+        if W_emb.shape != (d, task.V) or pos.shape != (d, task.L):
+            raise ValueError(f"embeddings must have shapes {(d, task.V)} and {(d, task.L)}")
+    W_G1 = numpyro.sample("W_G1", dist.Normal(0.0, g).expand((d, d)).to_event(2))
+    W_G2 = None
+    if layers == 2:
+        W_G2 = numpyro.sample("W_G2", dist.Normal(0.0, g).expand((2 * d, 2 * d)).to_event(2))
+    width = sum({"h0": 1, "h1": 1, "h2": 2}[s] for s in readout) * d
+    std_o = (hyper.g_o / (hyper.chi * d)) ** 0.5
+    W_O = numpyro.sample("W_O", dist.Normal(0.0, std_o).expand((task.V, width)).to_event(2))
+    M1, M2, w = network_forms(jnp.concatenate([W_emb, pos], axis=1), W_G1, W_G2, W_O)
+    Phi, A1, A2 = forward(M1, M2, algebra.features(tokens, task.V), activation,
+                          _is_causal(task), readout)  # fmt: skip
+    y, rows = _targets(task, tokens)
+    f = Phi[:, rows] @ w.T
+    noise = (hyper.sigma2 / hyper.chi) ** 0.5
+    numpyro.sample("y", dist.Normal(f, noise).to_event(3), obs=y[:, rows])
+    _record(A1, A2, tokens, task, activation)

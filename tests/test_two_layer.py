@@ -1,0 +1,189 @@
+"""The two-layer causal model (the induction head), at both levels: its reduction to the one-layer
+models, its exact evidence against Monte Carlo over the readout, and a hand-built induction circuit
+against the in-context bigram estimator."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer.util import log_density
+
+from bayes_attn import algebra
+from bayes_attn.induction import InductionTask
+from bayes_attn.models.kernel_limit import kernel_limit_model
+from bayes_attn.models.network import network_model
+from bayes_attn.models.two_layer import (
+    forward,
+    induction_scores,
+    two_layer_kernel_model,
+    two_layer_network_model,
+)
+from bayes_attn.task import CopyTask, Hyper
+from bayes_attn.theory import induction_refs as R
+
+Z = 4.0  # every statistical check: |z| < 4 (one false alarm in ~16,000 per check)
+
+
+def _density(model, args, kwargs, params):
+    return float(log_density(model, args, kwargs, params)[0])
+
+
+@pytest.mark.parametrize("activation", ["linear", "softmax"])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_one_layer_copy_reduction_of_the_kernel_limit(activation, frozen):
+    """Layer 2 removed, the readout on h1 only, the copy task: today's Level-1 model, to 1e-12
+    (log density and order parameters), with and without frozen embeddings."""
+    task, hyper = CopyTask(L=5, V=3), Hyper.paper()
+    k = jax.random.split(jax.random.key(0), 3)
+    tokens = task.sample(k[0], 7)
+    n = task.n_features
+    M = 0.7 * jax.random.normal(k[1], (n, n))
+    gram = None
+    if frozen:  # a narrow width, so that the Gram is far from the identity
+        W = jax.random.normal(k[2], (11, n))
+        gram = W.T @ W / 11
+    one = _density(kernel_limit_model, (task, hyper, tokens, activation, gram), {}, {"M": M})
+    two = _density(two_layer_kernel_model, (task, hyper, tokens, activation, gram),
+                   {"layers": 1, "readout": ("h1",)}, {"M1": M})  # fmt: skip
+    assert two == pytest.approx(one, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("activation", ["linear", "softmax"])
+def test_one_layer_copy_reduction_of_the_network(activation):
+    task, hyper, d = CopyTask(L=4, V=3), Hyper.paper(), 9
+    k = jax.random.split(jax.random.key(1), 6)
+    tokens = task.sample(k[0], 5)
+    p = {
+        "W_emb": jax.random.normal(k[1], (d, 3)),
+        "p": jax.random.normal(k[2], (d, 4)),
+        "W_G": 0.3 * jax.random.normal(k[3], (d, d)),
+        "W_O": 0.1 * jax.random.normal(k[4], (3, d)),
+    }
+    one = _density(network_model, (task, hyper, tokens, activation, d), {}, p)
+    q = {"W_emb": p["W_emb"], "p": p["p"], "W_G1": p["W_G"], "W_O": p["W_O"]}
+    two = _density(two_layer_network_model, (task, hyper, tokens, activation, d),
+                   {"layers": 1, "readout": ("h1",)}, q)  # fmt: skip
+    assert two == pytest.approx(one, rel=1e-12, abs=1e-12)
+
+
+def test_network_and_kernel_limit_share_the_forward():
+    """The network's logits and outputs equal the kernel-limit forward at its (M1, M2, w)."""
+    from bayes_attn.models.two_layer import network_forms
+
+    task, d = InductionTask(5, 3), 7
+    k = jax.random.split(jax.random.key(2), 6)
+    tokens = task.sample(k[0], 4)
+    W = jax.random.normal(k[1], (d, task.n_features))
+    G1, G2 = jax.random.normal(k[2], (d, d)), jax.random.normal(k[3], (2 * d, 2 * d))
+    W_O = jax.random.normal(k[4], (3, 4 * d))
+    M1, M2, w = network_forms(W, G1, G2, W_O)
+    Phi, A1, A2 = forward(M1, M2, algebra.features(tokens, 3), "softmax", True)
+    # per token, in d dimensions: h0 = W psi, h1 = A1 h0, z = [h0, h1], h2 = A2 z
+    h0 = algebra.features(tokens, 3) @ W.T
+    B1 = jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((5, 5), bool)),
+                                  jnp.einsum("pad,de,pbe->pab", h0, G1, h0) / d, -jnp.inf), -1)  # fmt: skip
+    h1 = B1 @ h0
+    z = jnp.concatenate([h0, h1], -1)
+    B2 = jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((5, 5), bool)),
+                                  jnp.einsum("pad,de,pbe->pab", z, G2, z) / d, -jnp.inf), -1)  # fmt: skip
+    f = jnp.concatenate([h0, h1, B2 @ z], -1) @ W_O.T
+    np.testing.assert_allclose(A1, B1, atol=1e-12)
+    np.testing.assert_allclose(A2, B2, atol=1e-12)
+    np.testing.assert_allclose(Phi @ w.T, f, atol=1e-10)
+
+
+def test_exact_evidence_against_monte_carlo_over_the_readout():
+    """log p(y | M1, M2) with the readout integrated out (the model's density less the priors of
+    M1 and M2, plus the Gaussian's normalising constant), against the log of the mean likelihood
+    over 10^6 prior readouts (its standard error by the delta method)."""
+    from scipy.stats import norm
+
+    task, hyper = InductionTask(3, 2), Hyper(chi=2.0, g_w=1.0, g_o=1.0, sigma2=4.0)
+    k = jax.random.split(jax.random.key(3), 4)
+    tokens = task.sample(k[0], 2)
+    n = task.n_features
+    M1, M2 = jax.random.normal(k[1], (n, n)), jax.random.normal(k[2], (2 * n, 2 * n))
+    noise2, prior2 = hyper.sigma2 / hyper.chi, hyper.g_o / hyper.chi
+    y = task.targets(tokens)[:, :-1].reshape(-1, 2)
+    density = _density(two_layer_kernel_model, (task, hyper, tokens, "softmax"), {},
+                       {"M1": M1, "M2": M2})  # fmt: skip
+    sd = math.sqrt(hyper.g_w / hyper.chi)
+    priors = (
+        norm.logpdf(np.asarray(M1), scale=sd).sum() + norm.logpdf(np.asarray(M2), scale=sd).sum()
+    )
+    exact = density - priors - 0.5 * y.size * math.log(2 * math.pi * noise2)
+
+    Phi, _, _ = forward(M1, M2, algebra.features(tokens, 2), "softmax", True)
+    Phi = Phi[:, :-1].reshape(y.shape[0], -1)
+    w = math.sqrt(prior2) * jax.random.normal(k[3], (1_000_000, 2, Phi.shape[1]))
+    r = y[None] - jnp.einsum("nd,kvd->knv", Phi, w)
+    ll = -0.5 * jnp.sum(r**2, axis=(1, 2)) / noise2 - 0.5 * y.size * math.log(2 * math.pi * noise2)
+    m = jnp.max(ll)
+    e = jnp.exp(ll - m)
+    mc = float(m + jnp.log(jnp.mean(e)))
+    se = float(jnp.std(e) / jnp.mean(e)) / math.sqrt(e.size)
+    assert abs(mc - exact) < Z * se, (mc, exact, se)
+    assert se < 0.05  # the check has power: the evidence is pinned to a few percent
+
+
+def _induction_circuit(task, beta: float):
+    """M1 = copy (position a attends to a - 1), M2 = match (the query's token against the key's
+    copied token, the key at position 0 shut out), the readout on h2's token block."""
+    V, L = task.V, task.L
+    n = V + L
+    M1 = jnp.zeros((n, n)).at[V + jnp.arange(1, L), V + jnp.arange(L - 1)].set(beta)
+    M2 = jnp.zeros((2 * n, 2 * n))
+    M2 = M2.at[jnp.arange(V), n + jnp.arange(V)].set(beta)  # token x[a] -> copied x[b-1]
+    M2 = M2.at[jnp.arange(V), V].set(-beta)  # every query shuts out the key at position 0
+    w = jnp.zeros((V, 4 * n)).at[jnp.arange(V), 2 * n + jnp.arange(V)].set(1.0)
+    return M1, M2, w
+
+
+def test_hand_built_induction_circuit_is_the_in_context_bigram():
+    """Where x[a] has been followed before (the estimator is defined), the circuit's output is the
+    unsmoothed in-context bigram n_ij / n_i, and its loss that estimator's loss (computed
+    exactly on the same sequences); its scores say copy head and induction head."""
+    task = InductionTask(12, 3)
+    tokens = task.sample(jax.random.key(4), 300)
+    M1, M2, w = _induction_circuit(task, beta=60.0)
+    Phi, A1, A2 = forward(M1, M2, algebra.features(tokens, 3), "softmax", True)
+    f = (Phi @ w.T)[:, :-1]
+    big = R.empirical_bigram(tokens, 3)
+    seen = jnp.sum(big, axis=-1) > 0
+    assert int(seen.sum()) > 1000
+    np.testing.assert_allclose(jnp.where(seen[..., None], f, 0.0), big, atol=1e-9)
+    y = task.targets(tokens)[:, :-1]
+    loss = lambda g: float(jnp.sum(jnp.where(seen, 0.5 * jnp.sum((y - g) ** 2, -1), 0)))  # noqa: E731
+    assert loss(f) == pytest.approx(loss(big), rel=1e-9)
+    s = induction_scores(A1, A2, tokens, 3)
+    assert float(s["induction2"]) == pytest.approx(1.0, abs=1e-9)
+    assert float(s["copy1"]) > 0.9 * task.L * (1 - 1 / task.L)
+
+
+def test_uniform_attention_scores_are_zero_excess():
+    task = InductionTask(6, 2)
+    tokens = task.sample(jax.random.key(5), 50)
+    n = task.n_features
+    _, A1, A2 = forward(jnp.zeros((n, n)), jnp.zeros((2 * n, 2 * n)),
+                        algebra.features(tokens, 2), "softmax", True)  # fmt: skip
+    s = induction_scores(A1, A2, tokens, 2)
+    assert float(s["induction2_excess"]) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_bad_input_names_the_parameter():
+    task, hyper = InductionTask(4, 2), Hyper.paper()
+    tokens = task.sample(jax.random.key(0), 3)
+    with pytest.raises(ValueError, match="readout"):
+        log_density(two_layer_kernel_model, (task, hyper, tokens, "softmax"),
+                    {"layers": 1}, {"M1": jnp.zeros((6, 6))})  # fmt: skip
+    with pytest.raises(ValueError, match="layers"):
+        log_density(two_layer_kernel_model, (task, hyper, tokens, "softmax"), {"layers": 3}, {})
+    with pytest.raises(ValueError, match="readout"):
+        log_density(two_layer_kernel_model, (task, hyper, tokens, "softmax"),
+                    {"readout": ("h3",)}, {})  # fmt: skip
+    with pytest.raises(ValueError, match="tokens"):
+        log_density(two_layer_kernel_model, (task, hyper, tokens + 5, "softmax"), {}, {})
