@@ -60,8 +60,8 @@ demo: $(STAMP)
 	@echo "make demo: the figures and their data are in out/demo/"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check bayes_attn tests examples benchmarks docs/scripts
-	$(VENV)/bin/ruff format --check bayes_attn tests examples benchmarks docs/scripts
+	$(VENV)/bin/ruff check bayes_attn tests examples benchmarks docs/scripts docs/plugins
+	$(VENV)/bin/ruff format --check bayes_attn tests examples benchmarks docs/scripts docs/plugins
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_phase_grid.py

@@ -32,7 +32,6 @@ def moved(module: str, names: dict[str, str]):
     return __getattr__
 
 
-
 def renamed(old: str, old_value, new: str, new_value):
     """The value of a keyword argument renamed from ``old`` to ``new``: ``new_value`` unless the
     caller passed ``old`` (``old_value`` not None), which then wins and warns with a

@@ -1,20 +1,45 @@
-"""PRNG keys: the one way a run turns its ``seed=`` or ``key=`` into a key, and the key layout.
+"""PRNG keys: the one way a run turns its ``seed=`` or ``key=`` into a key, and the one key scheme.
 
 Every function that draws takes a ``seed`` (an integer, 0 when neither is given) or a JAX ``key``,
-never both, and resolves them here (:func:`resolve_key`). A run's key is then split or folded by
-purpose, never offset by an index:
+never both, and resolves them here (:func:`resolve_key`; :func:`run_key` for the key alone). A
+run's key is then split or folded by purpose, never offset by an index (no ``seed + j``).
 
-- ``fold_in(key, DATASET_FOLD)`` draws a run's dataset (:func:`bayes_attn.models.levels.model_with_data`,
-  the CLI's ``sample`` and ``llc``, the sweeps' sampler points), so that a sampler started from the
-  same key draws independently of its data;
-- ``fold_in(key, EMBEDDINGS_FOLD)`` draws the frozen embeddings of a network
-  (:func:`bayes_attn.models.levels.seed_embeddings`), shared by the landscape and the LLC;
-- an ensemble trainer splits its key into the members' datasets, the held-out set, the initial
-  weights and the minibatches (:class:`bayes_attn.inference.adam.AdamKeys`), because an ensemble
-  draws one dataset per member where a sampler draws one;
-- the protocol splits its seed into the held-out set and the grid points, and folds each point's
-  values (activation, P) into the second (:class:`bayes_attn.experiments.protocol.ProtocolKeys`),
-  so that a point's draws depend on its values only, not on its place in a grid.
+The scheme
+----------
+A seed becomes ``key = jax.random.key(seed)``. From that key each kind of run draws:
+
+- ``bayes-attn sample``, the sweeps' ``nuts``/``sgld``/``smc`` points, the landscape and the LLC:
+  the dataset from ``fold_in(key, DATASET_FOLD)`` (:func:`dataset_key`, used by
+  :func:`bayes_attn.models.levels.model_with_data`); a frozen network's embeddings from
+  ``fold_in(key, EMBEDDINGS_FOLD)`` (:func:`bayes_attn.models.levels.seed_embeddings`); the
+  sampler from ``key`` itself.
+- ``bayes-attn train`` and the ``adam`` sweep (:func:`bayes_attn.inference.train_adam`): the keys
+  of :func:`bayes_attn.inference.adam.adam_keys`: member m's dataset from
+  ``split(adam_keys(key).data, members)[m]``, the held-out set from ``.test``, the initial
+  weights from ``.init``, the minibatches from ``.run``.
+- the protocol, the ``protocol`` sweep and the frozen protocol: the keys of
+  :func:`bayes_attn.experiments.protocol.protocol_keys`: the held-out set from ``.held_out``;
+  at the point (activation, P), member m's dataset from ``split(point.data, members)[m]`` with
+  ``point = protocol_keys(seed).point(activation, P)``, and Adam, SGLD and NUTS from
+  ``point.adam``, ``point.sgld``, ``point.nuts``.
+
+The same seed therefore draws the same dataset under ``sample``, the sweeps' sampler points, the
+landscape and the LLC (tested in ``tests/test_keys.py``), but not under ``train`` or the protocol,
+for these reasons (measured on 2026-12-06: at L = 6, V = 3, P = 20, seed 0 the three datasets
+differ, as ``tests/test_keys.py`` asserts):
+
+- an ensemble draws one dataset per member where a sampler draws one: no single key can be each
+  member's, and making member 0's the sampler's would move every pinned Adam number and the
+  committed ensemble results (docs/validation.md) without making the other members agree;
+- the protocol folds each point's values (activation, P) into its key
+  (:class:`~bayes_attn.experiments.protocol.ProtocolKeys`), so that a point draws the same
+  numbers inside any grid, sweep or process; a seed's dataset then depends on the point, and the
+  linear and softmax members of one P see different data by design. Its committed tables and
+  figures (docs/validation.md, Table 1) are pinned to this layout.
+
+Other named layouts: :func:`~bayes_attn.experiments.coexistence.free_energy_keys` (one key per
+basin's SMC runs), and the hysteresis loop's pool (``split(key, members)``, one pool per member,
+nested in P so that each P warm-starts from its neighbour on the same sequences).
 
 References
 ----------
@@ -28,7 +53,7 @@ import numpy as np
 
 from bayes_attn._validation import check_int
 
-__all__ = ["DATASET_FOLD", "EMBEDDINGS_FOLD", "resolve_key", "run_key"]
+__all__ = ["DATASET_FOLD", "EMBEDDINGS_FOLD", "dataset_key", "resolve_key", "run_key"]
 
 #: what a dataset's key folds into the run's key, so that a sampler started from the same key or
 #: seed draws independently of the data
@@ -55,3 +80,10 @@ def resolve_key(key, seed):
 def run_key(key=None, seed: int | None = None) -> jax.Array:
     """The run's PRNG key alone: :func:`resolve_key` without the record."""
     return resolve_key(key, seed)[0]
+
+
+def dataset_key(key=None, seed: int | None = None) -> jax.Array:
+    """The key of a run's dataset: ``fold_in(key, DATASET_FOLD)`` of the run's key (seed 0 when
+    neither is given), so that a sampler started from the same key draws independently of the
+    data (the module docstring, "The scheme")."""
+    return jax.random.fold_in(run_key(key, seed), DATASET_FOLD)

@@ -8,7 +8,8 @@ to show that logger (no handler on it or on the root logger), the first message 
 handler that writes to stderr, so a script or a notebook sees the messages without any logging
 setup; stdout is left for results. The CLI configures the logger itself (``-q``, ``-v``).
 
-The cost estimate times one gradient of the model's potential (after compiling it) and
+The cost estimate times one gradient of the model's potential (after compiling it;
+:func:`seconds_per_call` on the gradient that :mod:`bayes_attn.inference.potential` builds) and
 multiplies by the number of gradients the work will take, as a range where that number is not
 known in advance.
 """
@@ -19,9 +20,15 @@ import logging
 import sys
 import time
 
-__all__ = ["announce", "bar", "duration", "say", "seconds_per_call", "seconds_per_gradient"]
+from bayes_attn._deprecation import moved
+
+__all__ = ["announce", "bar", "duration", "say", "seconds_per_call"]
 
 log = logging.getLogger("bayes_attn")
+
+#: the base layer times a callable (:func:`seconds_per_call`); a model's potential is the
+#: inference layer's, so ``seconds_per_gradient`` lives in :mod:`bayes_attn.inference.potential`
+__getattr__ = moved(__name__, {"seconds_per_gradient": "bayes_attn.inference.potential"})
 
 
 class _Stderr(logging.StreamHandler):
@@ -86,17 +93,6 @@ def seconds_per_call(fn, x, repeats: int = 3) -> float:
     for _ in range(repeats):
         jax.block_until_ready(fn(x))
     return (time.perf_counter() - t) / repeats
-
-
-def seconds_per_gradient(model, model_args=(), model_kwargs=None) -> float:
-    """Wall time of one gradient of ``model``'s potential at a prior draw, after compiling it."""
-    import jax
-    from numpyro.infer.util import initialize_model
-
-    info = initialize_model(
-        jax.random.key(0), model, model_args=tuple(model_args), model_kwargs=model_kwargs or {}
-    )
-    return seconds_per_call(jax.jit(jax.grad(info.potential_fn)), info.param_info.z)
 
 
 def announce(what: str, gradients: tuple[float, float], seconds: float, enabled: bool = True):

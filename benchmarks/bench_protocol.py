@@ -37,7 +37,7 @@ def main(argv=None):
     total = time.perf_counter() - t0
     print(
         f"protocol d_model={cfg.d_model}: {len(cfg.activations)} activations x {len(cfg.Ps)} P x "
-        f"{cfg.members} members, Adam <= {cfg.max_steps} steps, SGLD "
+        f"{cfg.members} members, Adam <= {cfg.adam.max_steps} steps, SGLD "
         f"{cfg.sgld_warmup}+{cfg.sgld_samples * cfg.sgld_thinning} steps"
     )
     for stage, s in seconds.items():

@@ -12,7 +12,7 @@ included, for two stages:
 
 Both use the paper's 14 values of P and 10 members (``--quick``: the quick variant) and print the
 time per stage. A third stage, unless ``--no-profile``, times the free-energy profile of the
-Level-1 posterior at Table 1, P = 272 (dataset 0 of ``docs/scripts/level1_transition.py``): umbrella
+Level-1 posterior at Table 1, P = 272 (dataset 0 of ``bayes_attn/configs/level1_transition.toml``): umbrella
 sampling along aG with every window's chains vectorised on the device and a Hessian per window
 (:func:`bayes_attn.experiments.landscape.run_landscape` with ``batch=0, metric="window"``), then
 MBAR; it prints the wall time, Delta F at the level's divide and its standard error.
@@ -56,7 +56,7 @@ def memory_report(d_model: int, limit=None) -> None:
     task, P = cfg.task(), max(cfg.Ps)
     devices = jax.local_devices()
     per_device = -(-cfg.members // len(devices))
-    est = estimate_bytes(task, d_model, P, per_device, num_test=cfg.num_test)
+    est = estimate_bytes(task, d_model, P, per_device, num_test=cfg.adam.num_test)
     lim = memory_limit(devices, limit)
     print(
         f"memory: {cfg.members} members over {len(devices)} device(s), P = {P}: "
@@ -64,7 +64,7 @@ def memory_report(d_model: int, limit=None) -> None:
         f"{format_bytes(lim) if lim is not None else 'unknown'}"
     )
     group = members_per_group(
-        task, d_model, P, cfg.members, limit=lim, n_devices=len(devices), num_test=cfg.num_test
+        task, d_model, P, cfg.members, limit=lim, n_devices=len(devices), num_test=cfg.adam.num_test
     )
     groups = -(-cfg.members // group)
     print(f"memory: the members run in {groups} group(s) of up to {group}")

@@ -21,7 +21,7 @@ from bayes_attn.models import init_params, neg_log_posterior, network_model
 
 TASK = ba.CopyTask(L=6, V=3)
 HYPER = ba.Hyper.paper().replace(sigma2=5.0)
-FAST = dict(members=3, lr=1e-2, max_steps=1500, chunk=100, patience=100, progress_bar=False)
+FAST = dict(members=3, lr=1e-2, max_steps=1500, chunk=100, patience=100, progress=False)
 
 
 @pytest.mark.parametrize("factorized", [False, True])
@@ -172,7 +172,7 @@ def test_the_settings_object_gives_the_losses_of_before(name):
 
     run = dict(BEFORE[name]["run"])
     act, members, seed = run.pop("activation"), run.pop("members"), run.pop("seed")
-    common = dict(members=members, seed=seed, progress_bar=False)
+    common = dict(members=members, seed=seed, progress=False)
     old = train_adam(TASK, HYPER, act, 8, 20, **common, **run)
     new = train_adam(TASK, HYPER, act, 8, 20, **common, settings=AdamSettings(**run))
     xr.testing.assert_equal(old, new)  # values, dims, coords; the attrs below

@@ -180,3 +180,30 @@ def test_critical_end_point_is_the_cusp_where_the_spinodals_meet(paper):
     assert s_lo < P1 < s_hi and s_hi / s_lo - 1 < 1e-3  # a window that closes on the end point
     assert abs(P1 / end["P"] - 1) < 1e-3
     assert math.isnan(bd.softmax_transition(sc._replace(L=jnp.float64(end["L"] - 0.02)))[0])
+
+
+def test_lockstep_runs_solvers_together_and_hands_back_their_errors():
+    """bayes_attn.theory._lockstep: scipy solvers in lockstep threads, their requests batched in
+    chunks smaller than a round; each gets its own rows, and a solver's exception is its result."""
+    from typing import NamedTuple
+
+    from scipy import optimize
+
+    from bayes_attn.theory._lockstep import Lockstep
+
+    class Par(NamedTuple):
+        a: float
+
+    def solver(k):
+        def run(ev):
+            if k == 3:
+                raise ValueError("boom")
+            f = lambda x: ev.ask("sq", (np.array([x]),), Par(k + 1.0))[0][0] - 2.0 * (k + 1)  # noqa: E731
+            return optimize.brentq(f, 0.0, 10.0, xtol=1e-14)
+
+        return run
+
+    out = Lockstep({"sq": (lambda x, p: x * x * p.a, 2)}).run([solver(k) for k in range(6)])
+    assert isinstance(out[3], ValueError)
+    for k in (0, 1, 2, 4, 5):
+        assert abs(out[k] / math.sqrt(2.0) - 1) < 1e-12

@@ -186,6 +186,10 @@ def test_installed_entry_point():
     assert exe is not None, "bayes-attn is not installed beside this Python"
     proc = subprocess.run([exe, "theory", "--L", "1"], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("bayes-attn: error: L must be")
+    for module in ("bayes_attn", "bayes_attn.cli"):  # python -m, the same command line
+        argv = [sys.executable, "-m", module, "theory", "--L", "1"]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        assert proc.returncode == 2 and proc.stderr.startswith("bayes-attn: error: L must be")
 
 
 def _two_processes(argv, out):
@@ -564,15 +568,20 @@ def test_a_misnamed_sweep_table_is_named(capsys, tmp_path, no_work):
 
 
 def test_option_defaults_are_read_from_their_homes():
-    """The CLI holds no default of a sampler or of the trainer: each is read from the samplers'
-    signatures or AdamSettings (through the sweep's DEFAULTS), and --help shows it."""
+    """The CLI holds no default of a sampler or of the trainer: each is read (in
+    ``cli._defaults``, when first needed) from its settings dataclass, which the samplers'
+    signatures read too, and --help shows it."""
     import inspect
 
     import click
 
-    from bayes_attn.cli import cli
-    from bayes_attn.inference import run_nuts, run_sgld, run_smc
+    from bayes_attn.cli import _defaults, cli
+    from bayes_attn.inference import run_llc, run_nuts, run_sgld, run_smc
     from bayes_attn.inference.adam import AdamSettings
+    from bayes_attn.inference.llc import LLCSettings
+    from bayes_attn.inference.nuts import NUTSSettings
+    from bayes_attn.inference.sgld import SGLDSettings
+    from bayes_attn.inference.smc import SMCSettings
 
     def defaults(command):
         ctx = click.Context(cli.commands[command], info_name=command, parent=_root_context())
@@ -581,18 +590,62 @@ def test_option_defaults_are_read_from_their_homes():
     def signature(fn, name):
         return inspect.signature(fn).parameters[name].default
 
-    sample, train = defaults("sample"), defaults("train")
-    assert sample["chains"] == signature(run_nuts, "num_chains")
-    assert (
-        sample["warmup"] == signature(run_nuts, "num_warmup") == signature(run_sgld, "num_warmup")
-    )
-    assert sample["samples"] == signature(run_nuts, "num_samples")
-    assert sample["step_size"] == signature(run_sgld, "step_size")
-    assert sample["particles"] == signature(run_smc, "num_particles")
-    adam = AdamSettings()
+    sample, train, llc = defaults("sample"), defaults("train"), defaults("llc")
+    nuts, sgld, smc, adam, lsettings = (NUTSSettings(), SGLDSettings(), SMCSettings(),
+                                        AdamSettings(), LLCSettings())  # fmt: skip
+    for option, field in [("chains", "num_chains"), ("warmup", "num_warmup"),
+                          ("samples", "num_samples")]:  # fmt: skip
+        assert sample[option] == getattr(nuts, field) == signature(run_nuts, field), option
+    assert sample["step_size"] == sgld.step_size == signature(run_sgld, "step_size")
+    assert sample["particles"] == smc.num_particles == signature(run_smc, "num_particles")
     assert (train["lr"], train["max_steps"], train["patience"]) == (
         adam.lr, adam.max_steps, adam.patience,
     )  # fmt: skip
+    from bayes_attn.inference.llc import COMMAND_SETTINGS  # llc's own: NUTS, Laplace metric
+
+    for option, field in [("sampler", "sampler"), ("draws", "num_draws"),
+                          ("step_size", "step_size"), ("gamma", "gamma")]:  # fmt: skip
+        assert llc[option] == getattr(COMMAND_SETTINGS, field), option
+        assert getattr(lsettings, field) == signature(run_llc, field), option
+    # each is a Default naming its home (or None: chosen by the command, as llc's --chains by
+    # its sampler), not a value copied into the command line
+    for command in ("sample", "train", "llc"):
+        for p in cli.commands[command].params:
+            if p.name in ("chains", "warmup", "samples", "step_size", "particles", "lr",
+                          "max_steps", "patience", "draws", "gamma", "burnin", "d_model"):  # fmt: skip
+                assert p.default is None or isinstance(p.default, _defaults.Default), p.name
+
+
+def test_sweep_kinds_are_the_sweeps_own():
+    """--kind accepts every kind the sweep runs (read from its KINDS, not copied here)."""
+    import click
+
+    from bayes_attn.cli import cli
+    from bayes_attn.experiments.sweep import KINDS
+
+    (kind,) = [p for p in cli.commands["sweep"].params if p.name == "kind"]
+    assert isinstance(kind.type, click.Choice) and tuple(kind.type.choices) == tuple(KINDS)
+    ctx = click.Context(cli.commands["sweep"], info_name="sweep", parent=_root_context())
+    assert all(kind.type.convert(k, kind, ctx) == k for k in KINDS)
+
+
+def test_shared_options_are_declared_once():
+    """The preset, --seed and --out read the same in every command that has them."""
+    import click
+
+    from bayes_attn.cli import cli
+
+    def records(name):
+        ctx = click.Context(cli.commands[name], info_name=name, parent=_root_context())
+        return {p.name: p.get_help_record(ctx) for p in cli.commands[name].params}
+
+    preset = ("L", "V", "tokens", "chi", "g_w", "g_o", "sigma2")
+    commands = ("theory", "sample", "llc", "train", "landscape")
+    first = records(commands[0])
+    for name in commands[1:]:
+        rec = records(name)
+        assert {k: rec[k] for k in preset} == {k: first[k] for k in preset}, name
+        assert rec["seed"][0] == "--seed INTEGER RANGE" and rec["out"][0] == "--out FILE", name
 
 
 def test_a_killed_smc_sample_resumes_from_its_checkpoint(capsys, tmp_path, monkeypatch):

@@ -155,7 +155,7 @@ def test_reduced_map_equals_adams_explicit_map():
     ds = train_adam(TASK, HYPER, act, d, P, members=1, tokens=tok[None],
                     init={k: v[None] for k, v in p0.items()}, train_embeddings=False, lr=1e-2,
                     decay="cosine", max_steps=3000, patience=10**9, return_params=True,
-                    progress_bar=False)  # fmt: skip
+                    progress=False)  # fmt: skip
     frozen = {"W_emb": p0["W_emb"], "p": p0["p"]}
     trained = {"W_G": jnp.asarray(ds.W_G.values[0]), "W_O": jnp.asarray(ds.W_O.values[0])}
     adam_action = float(neg_log_posterior(trained, tok, HYPER, act, frozen=frozen)) / HYPER.chi
@@ -188,7 +188,7 @@ def test_nuts_on_the_explicit_network_matches_nuts_on_the_reduced_form(d):
     tok = TASK.sample(jax.random.key(5), P)
     p0 = init_params(jax.random.key(2), TASK, HYPER, d)
     g = algebra.embedding_gram(p0["W_emb"], p0["p"])
-    kw = dict(num_chains=2, num_warmup=300, num_samples=500, progress_bar=False)
+    kw = dict(num_chains=2, num_warmup=300, num_samples=500, progress=False)
     net = run_nuts(network_model, model_args=(TASK, HYPER, tok, act, d),
                    model_kwargs=dict(train_embeddings=False, embeddings=(p0["W_emb"], p0["p"])),
                    seed=0, **kw)  # fmt: skip
@@ -224,7 +224,7 @@ def test_frozen_protocol_point_lines_up_with_the_explicit_protocol():
     grams = member_grams(cfg, HYPER, "softmax", 400, 40)
     adam = protocol_keys(cfg.seed).point("softmax", 400).adam
     ds = train_adam(TASK, HYPER, "softmax", 40, 5, members=2, key=adam, max_steps=1,
-                    train_embeddings=False, return_params=True, progress_bar=False)  # fmt: skip
+                    train_embeddings=False, return_params=True, progress=False)  # fmt: skip
     for m in range(2):
         g = algebra.embedding_gram(ds.W_emb.values[m], ds.p.values[m])
         np.testing.assert_allclose(grams[m], g, rtol=1e-12)
@@ -283,7 +283,7 @@ def test_frozen_posterior_means_match_nuts_on_the_reduced_model():
     assert np.all(post["ess"] > 30) and np.all(post["leapfrogs"] >= 1)
     ref = run_nuts(kernel_limit_model, model_args=(TASK, HYPER, tok[1], "softmax"),
                    model_kwargs={"gram": grams[1]}, num_chains=2, num_warmup=300,
-                   num_samples=300, seed=3, progress_bar=False)  # fmt: skip
+                   num_samples=300, seed=3, progress=False)  # fmt: skip
     n = TASK.n_features
     aG = np.asarray([
         float(algebra.project(algebra.attention(algebra.logits_from_M(

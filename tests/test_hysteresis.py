@@ -200,7 +200,7 @@ def test_network_phase_depends_on_history():
                 tokens=pool[:, :P],
                 init=init,
                 return_params=True,
-                progress_bar=False,
+                progress=False,
                 **_NET,
             )
             init = {n: ds[n].values for n in ("W_emb", "p", "W_G", "W_O")}

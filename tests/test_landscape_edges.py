@@ -23,7 +23,7 @@ from numpyro.distributions import constraints
 
 import bayes_attn as ba
 from bayes_attn.analysis.free_energy import free_energy_profile, landscape_text, profile_verdict
-from bayes_attn.inference import umbrella
+from bayes_attn.inference import umbrella, umbrella_plan, umbrella_store, umbrella_windows
 from bayes_attn.inference.umbrella import CoverageWarning, UmbrellaSettings, run_umbrella
 
 SEP = 2.0
@@ -82,17 +82,17 @@ def test_default_starts_know_the_kernel_and_network_models():
 
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
     model, args, kwargs = model_with_data("kernel", task, hyper, 40, "softmax", seed=0)
-    starts = umbrella._phase_starts(model, args, kwargs)
+    starts = umbrella_plan._phase_starts(model, args, kwargs)
     assert len(starts) == 2 and float(jnp.abs(starts[0]["M"]).max()) == 0.0
     assert float(jnp.abs(starts[1]["M"]).max()) > 0.0
     emb = seed_embeddings(task, hyper, 32, seed=0)
     model, args, kwargs = model_with_data("network", task, hyper, 40, "softmax", embeddings=emb)
-    starts = umbrella._phase_starts(model, args, kwargs)
+    starts = umbrella_plan._phase_starts(model, args, kwargs)
     assert len(starts) == 2 and set(starts[0]) == {"W_G", "W_O"}
-    assert umbrella._phase_starts(_mixture(), (), {}) is None
-    pot = umbrella.potential.flat_potential(_mixture(), (), {})
-    generic = umbrella._default_starts(_mixture(), pot, jax.random.key(0))
-    assert len(generic) == umbrella.GENERIC_STARTS
+    assert umbrella_plan._phase_starts(_mixture(), (), {}) is None
+    pot = umbrella_plan.potential.flat_potential(_mixture(), (), {})
+    generic = umbrella_plan._default_starts(_mixture(), pot, jax.random.key(0))
+    assert len(generic) == umbrella_plan.GENERIC_STARTS
 
 
 def test_one_basin_warns_and_says_so_in_the_attrs(one_basin):
@@ -174,10 +174,10 @@ def test_interruptible_stops_the_caller_within_a_second():
     assert time.perf_counter() - t < 3.0
     # the worker left running makes the process leave at exit with status 130; this one ends
     # here, so that pytest's own status stands
-    assert len(umbrella._IN_FLIGHT) == 1
-    for worker in umbrella._IN_FLIGHT:
+    assert len(umbrella_store._IN_FLIGHT) == 1
+    for worker in umbrella_store._IN_FLIGHT:
         worker.join()
-    umbrella._IN_FLIGHT.clear()
+    umbrella_store._IN_FLIGHT.clear()
 
 
 _RESUME = dict(starts=[{"x": np.array([-SEP, 0.0])}, {"x": np.array([SEP, 0.0])}],
@@ -185,22 +185,33 @@ _RESUME = dict(starts=[{"x": np.array([-SEP, 0.0])}, {"x": np.array([SEP, 0.0])}
                refine=0, seed=3, batch=1)  # fmt: skip
 
 
-def _interrupted(ckpt, monkeypatch) -> None:
-    """Run :data:`_RESUME` with a checkpoint, stopped (as by Ctrl-C) after 3 of its 6 windows (one
-    compiled call each)."""
-    real, calls = umbrella.interruptible, []
+#: the compiled calls that are not a sampling call of windows
+_NOT_SAMPLING = (umbrella_windows._relax, umbrella_windows._compile)
 
-    def stop_after_three(fn, *args):
-        if fn is not umbrella._relax:
+
+def _stop_after(n: int, monkeypatch) -> list:
+    """Make the windows' compiled calls stop (as by Ctrl-C) at the ``n + 1``-th sampling call;
+    returns the list of the calls made."""
+    real, calls = umbrella_windows.interruptible, []
+
+    def stop(fn, *args):
+        if fn not in _NOT_SAMPLING:
             calls.append(fn)
-            if len(calls) > 3:
+            if len(calls) > n:
                 raise KeyboardInterrupt
         return real(fn, *args)
 
-    monkeypatch.setattr(umbrella, "interruptible", stop_after_three)
+    monkeypatch.setattr(umbrella_windows, "interruptible", stop)
+    return calls
+
+
+def _interrupted(ckpt, monkeypatch) -> None:
+    """Run :data:`_RESUME` with a checkpoint, stopped (as by Ctrl-C) after 3 of its 6 windows (one
+    compiled call each)."""
+    _stop_after(3, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         run_umbrella(_mixture(), "q", checkpoint=ckpt, **_RESUME)
-    monkeypatch.setattr(umbrella, "interruptible", real)
+    monkeypatch.undo()
 
 
 def test_interrupted_run_keeps_its_finished_windows(tmp_path, monkeypatch):
@@ -217,22 +228,79 @@ def test_interrupted_run_keeps_its_finished_windows(tmp_path, monkeypatch):
         run_umbrella(_mixture(), "q", checkpoint=ckpt, **{**_RESUME, "seed": 4})
 
 
+def test_resumed_run_does_not_find_the_modes_again(tmp_path, monkeypatch):
+    """The plan of the windows (the modes, their Hessians, the centres) is kept under the run's
+    fingerprint: a rerun goes straight to the windows (before, it found the modes again, 4.6 min
+    at Level 1 under load)."""
+    ckpt = tmp_path / "w.nc"
+    _interrupted(ckpt, monkeypatch)
+
+    def found_again(*args, **kwargs):
+        raise AssertionError("the modes were found again")
+
+    def stop(*args):  # reached the windows' chains: stop before compiling them
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(umbrella_plan, "_modes", found_again)
+    monkeypatch.setattr(umbrella_windows, "_compile", stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_umbrella(_mixture(), "q", checkpoint=ckpt, **_RESUME)
+
+
+def test_level2_landscape_keeps_its_finished_windows(tmp_path, monkeypatch):
+    """At Level 2 the windows are vectorised together, at most CALL_WINDOWS to a compiled call:
+    Ctrl-C after the first call keeps its windows, and a rerun runs only the rest (before, one
+    call ran every window, and an interrupt kept none)."""
+    from bayes_attn.experiments.landscape import run_landscape
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    opts = dict(centres=np.linspace(0.3, 3.9, 12), num_warmup=5, num_samples=8, num_chains=1,
+                refine=0, progress=False, checkpoint=tmp_path / "l.windows.nc")  # fmt: skip
+    _stop_after(1, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        run_landscape(task, hyper, 276, "reduced", **opts)
+    monkeypatch.undo()
+    import xarray as xr
+
+    with xr.open_dataset(opts["checkpoint"], engine="h5netcdf") as kept:
+        assert sorted(kept.window.values) == list(range(umbrella_windows.CALL_WINDOWS))
+        assert kept["plan_centres"].size == 12
+    calls = _stop_after(99, monkeypatch)
+    idata = run_landscape(task, hyper, 276, "reduced", **opts)
+    assert len(calls) == 1 and idata.posterior.sizes["window"] == 12
+
+
+def test_cost_is_measured_after_the_first_call(tmp_path, caplog):
+    """After the first compiled call the run says the gradients per draw it measured and the
+    time left from the calls' own sampling time, one figure (before: only the start's range of
+    3 to 255 gradients per draw, which spans two orders of magnitude)."""
+    with caplog.at_level("INFO", logger="bayes_attn"):
+        run_umbrella(
+            _mixture(), "q", progress=True, **{**_RESUME, "centres": np.linspace(-3, 3, 3)}
+        )
+    lines = [r.getMessage() for r in caplog.records]
+    measured = [m for m in lines if "gradients per draw measured" in m]
+    assert len(measured) == 2, lines  # after the first and second of three calls
+    assert " to " not in measured[0].split("about ")[1] and "load" in measured[0]
+
+
 @pytest.mark.slow  # three NUTS programs compiled: ~1.5 min on a loaded 2-core machine
 def test_interrupted_run_resumes_to_the_same_draws(tmp_path, monkeypatch):
     """The rerun runs only the 3 windows left, without relaxing the starts again, and equals
     the uninterrupted run draw for draw."""
     ckpt = tmp_path / "w.nc"
     _interrupted(ckpt, monkeypatch)
-    real, calls = umbrella.interruptible, []
+    real, calls = umbrella_windows.interruptible, []
 
     def counted(fn, *args):
         calls.append(fn)
         return real(fn, *args)
 
-    monkeypatch.setattr(umbrella, "interruptible", counted)
+    monkeypatch.setattr(umbrella_windows, "interruptible", counted)
     resumed = run_umbrella(_mixture(), "q", checkpoint=ckpt, **_RESUME)
-    assert len(calls) == 3 and umbrella._relax not in calls
-    monkeypatch.setattr(umbrella, "interruptible", real)
+    assert len([c for c in calls if c not in _NOT_SAMPLING]) == 3
+    assert umbrella_windows._relax not in calls
+    monkeypatch.undo()
     whole = run_umbrella(_mixture(), "q", **_RESUME)
     np.testing.assert_array_equal(resumed.posterior.q.values, whole.posterior.q.values)
     np.testing.assert_array_equal(resumed.sample_stats.step_size.values,
@@ -315,9 +383,14 @@ def test_umbrella_settings_are_the_one_home():
     from bayes_attn.cli import cli
     from bayes_attn.experiments.sweep import DEFAULTS, SweepConfig
 
+    # run_umbrella takes settings= plus the fields as keywords; no default is copied into it
     sig = inspect.signature(run_umbrella).parameters
-    for name, value in UmbrellaSettings().options().items():
-        assert sig[name].default == value, name
+    assert sig["settings"].default is None and sig["overrides"].kind is sig["overrides"].VAR_KEYWORD
+    assert not set(UmbrellaSettings().options()) & set(sig)
+    assert umbrella.umbrella_settings() == UmbrellaSettings()
+    assert umbrella.umbrella_settings(num_samples=7).num_samples == 7
+    with pytest.raises(TypeError, match="num_sample"):
+        umbrella.umbrella_settings(num_sample=7)
     kernel = UmbrellaSettings.for_level("kernel").options()
     assert all(DEFAULTS["landscape"][k] == kernel[k] for k in
                ("num_warmup", "num_samples", "num_chains", "refine", "max_windows"))  # fmt: skip
@@ -346,3 +419,60 @@ def test_landscape_writes_and_merges_through_io(one_basin, tmp_path, monkeypatch
     np.testing.assert_array_equal(merged.posterior.q.values, idata.posterior.q.values)
     with pytest.raises(ValueError, match="overlap"):
         merge_umbrella([idata, idata])
+
+
+def test_result_is_built_by_convert_finish_and_merges_with_tokens(monkeypatch):
+    """The windows' result goes through the one result builder (convert.finish: the record in
+    every group, the tokens as observed_data), and merge_umbrella takes a group without windows
+    (the tokens) from the first share."""
+    from bayes_attn.inference.record import RunRecord
+    from bayes_attn.models.levels import model_with_data
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    model, args, kwargs = model_with_data("kernel", task, hyper, 6, "softmax", seed=0)
+    rng = np.random.default_rng(0)
+    W, C, D = 4, 2, 10
+    chains = umbrella_windows._Chains(
+        {"aG": rng.normal(size=(W, C, D))}, rng.uniform(size=(W, C, D)),
+        np.full((W, C, D), 3), np.zeros((W, C, D), bool), np.full((W, C), 0.3),
+        rng.normal(size=(W, C, 5)), np.ones(W),
+    )  # fmt: skip
+    seen = []
+    real = umbrella.finish
+    monkeypatch.setattr(umbrella, "finish", lambda *a: seen.append(a[1]) or real(*a))
+    record = RunRecord("umbrella", 0, C, 1, D, settings={"cv": "aG", "planned_windows": W})
+    call = (model, args, kwargs)
+    parts = [umbrella._to_idata(chains, np.arange(float(W)), "aG", record, call, np.arange(W))]
+    assert seen == [record]
+    idata = parts[0]
+    assert idata.observed_data.tokens.shape == (6, task.L)
+    assert idata.constant_data.attrs["sampler"] == "umbrella"
+    assert idata.observed_data.attrs["cv"] == "aG"
+    half = [idata.isel(window=slice(0, 2)), idata.isel(window=slice(2, 4))]
+    merged = umbrella.merge_umbrella(half)
+    np.testing.assert_array_equal(merged.posterior.aG.values, idata.posterior.aG.values)
+    np.testing.assert_array_equal(
+        merged.observed_data.tokens.values, idata.observed_data.tokens.values
+    )
+
+
+@pytest.mark.slow  # three Level-2 programs compiled: ~1.5 min on a loaded 2-core machine
+def test_level2_landscape_resumes_to_the_same_draws(tmp_path, monkeypatch):
+    """A Level-2 landscape interrupted after its first compiled call and run again equals the
+    uninterrupted run draw for draw (each window's draws do not depend on its call)."""
+    from bayes_attn.experiments.landscape import run_landscape
+
+    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
+    opts = dict(centres=np.linspace(0.3, 3.9, 12), num_warmup=20, num_samples=30, refine=0,
+                progress=False)  # fmt: skip
+    ckpt = tmp_path / "l.windows.nc"
+    _stop_after(1, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        run_landscape(task, hyper, 276, "reduced", checkpoint=ckpt, **opts)
+    monkeypatch.undo()
+    resumed = run_landscape(task, hyper, 276, "reduced", checkpoint=ckpt, **opts)
+    whole = run_landscape(task, hyper, 276, "reduced", **opts)
+    for name in whole.posterior.data_vars:
+        np.testing.assert_array_equal(resumed.posterior[name].values, whole.posterior[name].values)
+    np.testing.assert_array_equal(resumed.sample_stats.step_size.values,
+                                  whole.sample_stats.step_size.values)  # fmt: skip

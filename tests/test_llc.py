@@ -455,6 +455,7 @@ def test_cli_llc_sweep_and_diagnose(tmp_path, capsys):
 
     out = tmp_path / "llc.nc"
     argv = ["--L", "8", "--V", "3", "--P", "20", "--chains", "2", "--draws", "30"]
+    argv += ["--sampler", "sgld"]  # the sweep's default; the command's own is NUTS
     argv += ["--step-size", "1e-4", "--level", "kernel", "--out", out]
     argv += ["--allow-untrusted"]  # 2 x 30 draws: the verdict fails (exit 1 without the flag)
     assert main(["-q", "llc", *map(str, argv)]) == 0, capsys.readouterr().err

@@ -69,7 +69,7 @@ def test_reduced_posterior_matches_quadrature(paper, activation, P, metric):
         num_warmup=500,
         num_samples=2000,
         seed=1,
-        progress_bar=False,
+        progress=False,
         metric=metric,
     )
     if activation == "linear":
@@ -94,7 +94,7 @@ def test_inference_data_is_complete_and_round_trips(paper, tmp_path):
         num_chains=2,
         num_warmup=100,
         num_samples=100,
-        progress_bar=False,
+        progress=False,
     )
     assert {"aG", "a1", "cG"} <= set(idata.posterior.data_vars)
     assert {"diverging", "energy", "tree_depth", "step_size"} <= set(idata.sample_stats.data_vars)
@@ -126,7 +126,7 @@ def test_diagnose_flags_stuck_z2_chains(paper):
         num_warmup=200,
         num_samples=300,
         init_params=init,
-        progress_bar=False,
+        progress=False,
     )
     d = diagnose(idata)
     # the two images are expected above P*: said in words, with the folded table, not a problem
@@ -143,6 +143,6 @@ def test_diagnose_flags_stuck_z2_chains(paper):
         model_args=(task, hyper, 11.0, "linear"),
         num_warmup=300,
         num_samples=1000,
-        progress_bar=False,
+        progress=False,
     )
     assert diagnose(ok).ok

@@ -1,5 +1,7 @@
 """The paper protocol, shrunk: it runs end to end, stores what it promises, and reads TOML configs."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -166,3 +168,46 @@ def test_protocol_point_takes_values_and_the_index_form_warns(monkeypatch):
     np.testing.assert_array_equal(key1, key2)
     adam = protocol.protocol_keys(cfg.seed).point("linear", 100).adam
     np.testing.assert_array_equal(key1, jax.random.key_data(adam))
+
+
+def test_config_holds_an_adam_settings_and_reads_the_old_flat_keys(tmp_path):
+    """ProtocolConfig holds an AdamSettings (issue 44), not copies of its fields: flat keys (the
+    old fields) and a [protocol.adam] table both go into it; the warm-up is AdamSettings'; the
+    flat view (attrs, sweep options) keeps the old names and order; every shipped config loads."""
+    from pathlib import Path
+
+    from bayes_attn.experiments.protocol import PROTOCOL_ADAM
+    from bayes_attn.inference.adam import AdamSettings
+
+    cfg = ProtocolConfig.quick(lr=3e-3, max_steps=40, num_test=7)
+    assert cfg.adam == AdamSettings(
+        lr=3e-3, max_steps=40, num_test=7, decay="cosine", train_embeddings=False
+    )
+    assert cfg.adam_for("softmax") == cfg.adam.with_warmup("softmax", 0.1, 1e-4)
+    assert cfg.adam_for("linear").warmup_steps == 0
+    assert ProtocolConfig.paper().adam == PROTOCOL_ADAM
+    flat = cfg.flat()
+    assert list(flat)[:8] == [
+        "L",
+        "V",
+        "tokens",
+        "Ps",
+        "members",
+        "num_test",
+        "d_model",
+        "activations",
+    ]
+    assert (flat["lr"], flat["max_steps"], flat["num_test"]) == (3e-3, 40, 7)
+    assert ProtocolConfig.of(**{k: v for k, v in flat.items()}) == cfg
+    f = tmp_path / "a.toml"
+    f.write_text("[protocol]\nPs = [10]\n[protocol.adam]\nlr = 0.003\nmax_steps = 50\n")
+    assert ProtocolConfig.from_toml(f).adam == dataclasses.replace(
+        PROTOCOL_ADAM, lr=0.003, max_steps=50
+    )
+    with pytest.raises(TypeError, match="bogus"):
+        ProtocolConfig.of(adam={"bogus": 1})
+    with pytest.raises(ValueError, match="factorized"):
+        ProtocolConfig.of(adam={"factorized": True})
+    configs = Path(ba.__file__).parent / "configs"
+    for toml in sorted(configs.glob("protocol_*.toml")):
+        assert isinstance(ProtocolConfig.from_toml(toml).adam, AdamSettings), toml.name

@@ -213,7 +213,7 @@ def test_reduced_posterior_matches_nuts(paper):
         num_warmup=500,
         num_samples=20000,
         init_params={"c1": jnp.zeros(4), "cG": jnp.zeros(4)},
-        progress_bar=False,
+        progress=False,
     )
     nuts = run_nuts(
         order_param_model,
@@ -253,7 +253,7 @@ def test_network_model_smoke():
         num_warmup=5,
         num_samples=10,
         step_size=0.0001,
-        progress_bar=False,
+        progress=False,
     )
     for v in ("c1", "cG"):
         assert idata.posterior[v].shape == (2, 10)
@@ -285,7 +285,7 @@ def test_arguments_are_validated():
             num_warmup=0,
             num_samples=1,
             init_params={"nu": 0.0},
-            progress_bar=False,
+            progress=False,
         )
 
 
@@ -307,7 +307,7 @@ def test_run_sgld_draws_are_numpyros_mcmc_draws_to_the_bit(chains, warm, samples
     args = (task, hyper, tokens, "softmax", 12)
     idata = run_sgld(
         network_model, model_args=args, model_kwargs=kw, num_chains=chains, num_warmup=warm,
-        num_samples=samples, thinning=thin, progress_bar=False, seed=3,
+        num_samples=samples, thinning=thin, progress=False, seed=3,
     )  # fmt: skip
     mcmc = MCMC(
         SGLD(network_model, 1e-4, 1.0), num_warmup=warm, num_samples=samples,
@@ -330,7 +330,7 @@ def test_run_sgld_float32():
     args = (task, hyper, task.sample(jax.random.key(1), 12), "softmax", 12)
     idata = run_sgld(
         network_model, model_args=args, num_chains=2, num_warmup=3, num_samples=4,
-        progress_bar=False, dtype="float32",
+        progress=False, dtype="float32",
     )  # fmt: skip
     assert (
         idata.posterior["W_G"].dtype == np.float32 and idata.posterior.attrs["dtype"] == "float32"

@@ -464,7 +464,7 @@ def test_nuts_started_in_both_phases_is_not_mixing_while_smc_passes(preset, p_cr
         num_warmup=200,
         num_samples=300,
         init_params={"aG": aG0},  # constrained, as every sampler takes it
-        progress_bar=False,
+        progress=False,
     )
     occ = phase_occupancy(idata)
     assert occ.verdict == "not mixing" and not occ.ok, str(occ)

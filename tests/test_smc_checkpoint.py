@@ -84,7 +84,7 @@ def story(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     path = tmp_path_factory.mktemp("ckpt") / "run.ckpt"
     with captured() as (records, err):  # progress on: it must not change the draws
-        out = {"path": path, "reference": _run(path, progress_bar=True)}
+        out = {"path": path, "reference": _run(path, progress=True)}
     out["fresh_log"] = [(r.levelno, r.getMessage()) for r in records]
     out["fresh_stderr"] = err.getvalue()
     out["removed_after_reference"] = not path.exists()
@@ -106,7 +106,7 @@ def story(tmp_path_factory):
         _run(path)
     out["stages_on_resume"] = list(seen)
     with captured() as (records, err):
-        out["resumed"] = _run(path, progress_bar=True)
+        out["resumed"] = _run(path, progress=True)
     out["log"] = [(r.levelno, r.getMessage()) for r in records]
     out["stderr"] = err.getvalue()
     out["removed_after_resume"] = not path.exists()

@@ -122,7 +122,7 @@ def test_protocol_sweep_equals_run_protocol(tmp_path):
     cfg = SweepConfig(**{**cfg.__dict__, "options": tiny})
     ds = run_sweep(cfg, tmp_path / "p.nc", progress=False)
     ref, _ = run_protocol(
-        ProtocolConfig(L=6, V=3, Ps=(30, 100), activations=("linear",), **tiny),
+        ProtocolConfig.of(L=6, V=3, Ps=(30, 100), activations=("linear",), **tiny),
         ba.Hyper.paper(),
         progress=False,
     )

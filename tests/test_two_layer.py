@@ -187,3 +187,61 @@ def test_bad_input_names_the_parameter():
                     {"readout": ("h3",)}, {})  # fmt: skip
     with pytest.raises(ValueError, match="tokens"):
         log_density(two_layer_kernel_model, (task, hyper, tokens + 5, "softmax"), {}, {})
+
+
+def test_the_model_factory_gives_the_two_layers_for_the_induction_task():
+    from bayes_attn.models import levels
+
+    task, hyper = InductionTask(5, 3), Hyper.paper()
+    tokens = task.sample(jax.random.key(0), 4)
+    model, args, kw = levels.model_at("kernel", task, hyper, tokens, "softmax")
+    assert model is two_layer_kernel_model and levels.level_of(model) == "kernel"
+    model, args, kw = levels.model_at("network", task, hyper, tokens, "linear", d_model=8)
+    assert model is two_layer_network_model and args[-1] == 8
+    with pytest.raises(ValueError, match="level: the induction task has no reduced"):
+        levels.model_at("reduced", task, hyper, 10.0, "softmax")
+    with pytest.raises(ValueError, match="d_model"):
+        levels.model_at("network", task, hyper, tokens, "softmax")
+
+
+def test_induction_map_at_a_tiny_size_and_no_loss_below_bayes():
+    """The MAP experiment end to end (two starts, scores, losses); and the kept mode's held-out
+    loss is not below the Bayes-optimal loss (the Polya bigram of the uniform-start source)
+    beyond four standard errors of the paired per-sequence difference."""
+    from bayes_attn.experiments.induction import circuit, induction_map, readout_mean
+    from bayes_attn.tokens import InContextMarkov
+
+    task = InductionTask(6, 2, InContextMarkov(1.0, start="uniform"))
+    hyper = Hyper(chi=5.0, g_w=1.0, g_o=1.0, sigma2=5.0)
+    out = induction_map(task, hyper, 60, "softmax", seed=1, num_test=400, maxiter=60)
+    for k in ("U_zero", "U_circuit", "loss", "loss_bigram", "copy1", "induction2", "kl_bigram"):
+        assert np.isfinite(out[k]), k
+    assert out["start_won"] in (0.0, 1.0)
+    assert out["loss_bigram"] < out["loss_uniform"]
+    # the Bayes bound, paired per sequence, at the hand-built circuit's readout mean
+    tokens = task.sample(jax.random.key(7), 200)
+    test = task.sample(jax.random.key(8), 2000)
+    c = circuit(task, 3.0)
+    w = readout_mean(c["M1"], c["M2"], task, hyper, tokens, "softmax")
+    Phi, _, _ = forward(c["M1"], c["M2"], algebra.features(test, 2), "softmax", True)
+    d = np.asarray(R.loss_per_sequence(Phi @ w.T, test, 2)) - np.asarray(
+        R.loss_per_sequence(R.bayes_optimal(task, test), test, 2)
+    )
+    assert d.mean() > -Z * d.std(ddof=1) / math.sqrt(d.size), (d.mean(), d.std())
+
+
+@pytest.mark.slow
+def test_induction_study_config_runs_at_its_quick_size(tmp_path):
+    """The study's config (bayes_attn/configs/induction_study.toml) at its [quick] size, through
+    run_sweep: every point done, the outputs finite, the provenance names the kind and the source."""
+    from pathlib import Path
+
+    import bayes_attn
+    from bayes_attn.experiments.sweep import SweepConfig, read_sweep_table, run_sweep
+
+    path = Path(bayes_attn.__file__).parent / "configs" / "induction_study.toml"
+    cfg = SweepConfig.from_dict(read_sweep_table(path, quick=True))
+    ds = run_sweep(cfg, tmp_path / "q.nc", progress=False)
+    assert bool(ds["done"].all())
+    assert np.isfinite(ds["loss"]).all() and np.isfinite(ds["copy1"]).all()
+    assert ds.attrs["kind"] == "induction" and "start=uniform" in ds.attrs["config"]

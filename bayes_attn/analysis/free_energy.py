@@ -241,26 +241,12 @@ def free_energy_profile(
     q_n, N_k, g = _subsample(q)
     mbar = _mbar(q_n, N_k, centres, kappa)
     edges = _bins(q_n, grid)
-    width = np.diff(edges)
-    ind = np.stack([(q_n >= a) & (q_n < b) for a, b in zip(edges[:-1], edges[1:], strict=True)])
-    mu, cov = _bin_masses(mbar, ind)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        F = np.where(mu > 0, -np.log(mu / width), np.inf)
-        F_se = np.where(mu > 0, np.sqrt(np.clip(np.diag(cov), 0, None)) / mu, np.nan)
+    F, F_se = _profile(mbar, q_n, edges)
     centre_q = 0.5 * (edges[:-1] + edges[1:])
     minima, tops = profile_minima(centre_q, F, min_depth=min_depth)
-    try:
-        over = np.append(np.diag(np.asarray(mbar.compute_overlap()["matrix"]), 1), np.nan)
-    except np.linalg.LinAlgError:  # the overlap's eigenvalues did not converge: windows apart
-        over = np.append(np.zeros(len(centres) - 1), np.nan)
+    over = _overlap_next(mbar, len(centres))
     _warn_overlap(over, centres, min_overlap)
-    if len(minima) >= 2:
-        top = int(np.argmax(np.where(np.isfinite(F[minima[0] : minima[-1] + 1]),
-                                     F[minima[0] : minima[-1] + 1], -np.inf))) + minima[0]  # fmt: skip
-        q_top, F_top = float(centre_q[top]), float(F[top])
-        barrier = (F_top - float(F[minima[0]]), F_top - float(F[minima[-1]]))
-    else:
-        q_top, barrier = math.nan, (math.nan, math.nan)
+    q_top, barrier = _barrier(centre_q, F, minima)
     if divide is None:
         divide = q_top
     split = _delta_F(mbar, q_n, divide) if math.isfinite(divide) else dict.fromkeys(
@@ -295,6 +281,42 @@ def free_energy_profile(
         },
         coords={"q": centre_q, "window": np.arange(len(centres)), "divide_q": divides},
     )
+    return _stamp(ds, idata, cv, min_depth, min_overlap)
+
+
+def _profile(mbar, q_n, edges) -> tuple[np.ndarray, np.ndarray]:
+    """F = -log of the normalised density in each bin of ``edges`` and its standard error (inf
+    and nan in an empty bin)."""
+    width = np.diff(edges)
+    ind = np.stack([(q_n >= a) & (q_n < b) for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    mu, cov = _bin_masses(mbar, ind)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        F = np.where(mu > 0, -np.log(mu / width), np.inf)
+        F_se = np.where(mu > 0, np.sqrt(np.clip(np.diag(cov), 0, None)) / mu, np.nan)
+    return F, F_se
+
+
+def _overlap_next(mbar, windows: int) -> np.ndarray:
+    """Each window's MBAR overlap with the next (nan for the last)."""
+    try:
+        return np.append(np.diag(np.asarray(mbar.compute_overlap()["matrix"]), 1), np.nan)
+    except np.linalg.LinAlgError:  # the overlap's eigenvalues did not converge: windows apart
+        return np.append(np.zeros(windows - 1), np.nan)
+
+
+def _barrier(centre_q, F, minima) -> tuple[float, tuple[float, float]]:
+    """Where F is highest between its outer two minima, and its height above each (nan with
+    fewer than two minima)."""
+    if len(minima) < 2:
+        return math.nan, (math.nan, math.nan)
+    inner = F[minima[0] : minima[-1] + 1]
+    top = int(np.argmax(np.where(np.isfinite(inner), inner, -np.inf))) + minima[0]
+    F_top = float(F[top])
+    return float(centre_q[top]), (F_top - float(F[minima[0]]), F_top - float(F[minima[-1]]))
+
+
+def _stamp(ds, idata, cv, min_depth, min_overlap) -> xr.Dataset:
+    """The run's record (the posterior's plain attrs) and the profile's own settings."""
     ds.attrs.update({k: v for k, v in az.dataset(idata, "posterior").attrs.items()
                      if isinstance(v, str | int | float | np.ndarray | np.generic)})  # fmt: skip
     ds.attrs.update(cv=cv, min_depth=min_depth, min_overlap=min_overlap, method="mbar")

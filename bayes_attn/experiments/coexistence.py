@@ -35,12 +35,14 @@ import numpy as np
 import xarray as xr
 
 from bayes_attn import _deprecation
+from bayes_attn._deprecation import renamed
 from bayes_attn._validation import check_int, check_tokens
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 from bayes_attn.inference import resolve_key, smc_checkpoint
 from bayes_attn.inference.basins import BasinEvidence, NoBasin, basin_evidence
+from bayes_attn.inference.potential import seconds_per_gradient
 from bayes_attn.models.levels import LEVELS, model_at
-from bayes_attn.progress import announce, say, seconds_per_gradient
+from bayes_attn.progress import announce, say
 from bayes_attn.task import preset_attrs
 from bayes_attn.theory.modes import phase_boundary, phase_starts
 
@@ -249,7 +251,7 @@ def _basins(model, args, kwargs, found, cut, smc, keys, progress, checkpoints):
             b = basin_evidence(
                 model, model_args=args, model_kwargs=kwargs, start=found[phase]["start"],
                 replicates=smc["replicates"], key=getattr(keys, phase), var="aG", boundary=cut,
-                side="above" if phase == "strong" else "below", progress_bar=progress,
+                side="above" if phase == "strong" else "below", progress=progress,
                 checkpoint=checkpoints[phase], **moves,
             )  # fmt: skip
         except NoBasin as err:  # this start fell into the other phase: one phase at this level
@@ -405,8 +407,8 @@ def start_occupancy(
     num_warmup: int = 200,
     num_samples: int = 200,
     seed: int = 0,
-    progress_bar: bool = False,
     progress: bool = True,
+    progress_bar: bool | None = None,
 ) -> tuple[PhaseOccupancy, object]:
     """NUTS with half the chains from the uniform start and half from the copy start.
 
@@ -418,13 +420,14 @@ def start_occupancy(
     Level 1 near a spinodal, docs/validation.md).
 
     ``progress`` says each stage on stderr before it starts, the NUTS run with its cost
-    estimated from one timed gradient (:mod:`bayes_attn.progress`); ``progress_bar`` is NUTS's
-    own bar. At Level 1 with P = 42 and 4 chains of 100 + 100 draws it takes minutes.
+    estimated from one timed gradient (:mod:`bayes_attn.progress`); NUTS runs without its own
+    bar (``progress_bar=True``, deprecated, still shows it). At Level 1 with P = 42 and 4 chains of 100 + 100 draws it takes minutes.
     ``include_logdet``: the reduced level's density and the Level-2 boundary, as in
     :func:`bayes_attn.theory.modes`.
     """
     from bayes_attn.inference import run_nuts
 
+    nuts_bar = renamed("progress_bar", progress_bar, "progress", False)  # the old NUTS bar
     _check_level(level)
     num_chains = check_int("num_chains", num_chains, 2)
     P = _size(tokens, level)
@@ -459,11 +462,32 @@ def start_occupancy(
         num_warmup=num_warmup,
         num_samples=num_samples,
         seed=seed,
-        progress_bar=progress_bar,
+        progress=nuts_bar,
         init_params=init,
     )
     occ = phase_occupancy(idata, "aG", boundary=cut)
     return occ, idata
+
+
+def _ensemble_starts(task, hyper, P, embeddings, members: int, seed: int) -> dict:
+    """The starting weights of :func:`ensemble_occupancy`'s ``2 members`` members: the frozen
+    embeddings, W_G at the uniform start for the first half and at the copy start for the
+    second, and a prior draw of W_O each (from ``seed``)."""
+    from bayes_attn.models.network import init_params
+
+    W_emb, pos = (jnp.asarray(e) for e in embeddings)
+    d = W_emb.shape[0]
+    starts = phase_starts(task, hyper, P, "network", embeddings=embeddings)
+    n = 2 * members
+    keys = jax.random.split(jax.random.key(seed), n)
+    W_O = jnp.stack([init_params(k, task, hyper, d)["W_O"] for k in keys])
+    W_G = jnp.stack([starts["weak"]["W_G"]] * members + [starts["strong"]["W_G"]] * members)
+    return {
+        "W_emb": jnp.broadcast_to(W_emb, (n, *W_emb.shape)),
+        "p": jnp.broadcast_to(pos, (n, *pos.shape)),
+        "W_G": W_G,
+        "W_O": W_O,
+    }
 
 
 def ensemble_occupancy(
@@ -476,7 +500,8 @@ def ensemble_occupancy(
     lr: float = 1e-2,
     max_steps: int = 600,
     seed: int = 0,
-    progress_bar: bool = False,
+    progress: bool = False,
+    progress_bar: bool | None = None,
 ) -> xr.Dataset:
     """Adam ensembles on one dataset with frozen ``embeddings``, half from each start.
 
@@ -485,42 +510,21 @@ def ensemble_occupancy(
     the final ``aG`` and ``phase`` (by the Level-2 boundary at this P), and the final ``objective``
     per token; attrs hold the fraction of members in the strong phase per start. The phase
     boundary is the network posterior's own (:func:`level_modes` at ``level="network"``).
+    ``progress``: Adam's bar (``progress_bar``, its old name, is deprecated).
     """
     from bayes_attn.inference import train_adam
-    from bayes_attn.models.network import init_params
 
+    progress = renamed("progress_bar", progress_bar, "progress", progress)
     members = check_int("members", members, 1)
     tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
     P = tokens.shape[0]
-    W_emb, pos = (jnp.asarray(e) for e in embeddings)
-    d = W_emb.shape[0]
-    starts = phase_starts(task, hyper, P, "network", embeddings=embeddings)
-    n = 2 * members
-    keys = jax.random.split(jax.random.key(seed), n)
-    W_O = jnp.stack([init_params(k, task, hyper, d)["W_O"] for k in keys])
-    W_G = jnp.stack([starts["weak"]["W_G"]] * members + [starts["strong"]["W_G"]] * members)
-    init = {
-        "W_emb": jnp.broadcast_to(W_emb, (n, *W_emb.shape)),
-        "p": jnp.broadcast_to(pos, (n, *pos.shape)),
-        "W_G": W_G,
-        "W_O": W_O,
-    }
+    init = _ensemble_starts(task, hyper, P, embeddings, members, seed)
+    d, n = init["W_emb"].shape[1], 2 * members
     ds = train_adam(
-        task,
-        hyper,
-        "softmax",
-        d,
-        P,
-        members=n,
-        seed=seed,
-        tokens=jnp.broadcast_to(tokens, (n, *tokens.shape)),
-        lr=lr,
-        max_steps=max_steps,
-        patience=max_steps,
-        train_embeddings=False,
-        init=init,
-        progress_bar=progress_bar,
-    )
+        task, hyper, "softmax", d, P, members=n, seed=seed,
+        tokens=jnp.broadcast_to(tokens, (n, *tokens.shape)), lr=lr, max_steps=max_steps,
+        patience=max_steps, train_embeddings=False, init=init, progress=progress,
+    )  # fmt: skip
     _, cut = level_modes(task, hyper, tokens, "network", embeddings=embeddings)
     if not math.isfinite(cut):
         cut = phase_boundary(task, hyper, P)

@@ -174,9 +174,7 @@ def _posterior_at(spec, ctx, task, hyper, act, k, P):
         ckpt = out.with_name(out.name + ".smc-checkpoint")
         idata = run_smc(order_param_model, model_args=args, seed=k, checkpoint=ckpt, **spec["smc"])
     else:
-        idata = run_nuts(
-            order_param_model, model_args=args, seed=k, progress_bar=False, **spec["nuts"]
-        )
+        idata = run_nuts(order_param_model, model_args=args, seed=k, progress=False, **spec["nuts"])
         idata = fold_ordered(idata)
     az.to_netcdf(idata, out)
     return idata

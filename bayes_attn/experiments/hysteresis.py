@@ -47,6 +47,34 @@ __all__ = ["hysteresis_sweep", "jump_points", "orthonormal_start", "theory_sweep
 _WEIGHTS = ("W_emb", "p", "W_G", "W_O", "W_Q", "W_K")
 
 
+def _datasets(task, P_max: int, members: int, seed: int, adam_kwargs: dict):
+    """Each member's pool of ``P_max`` sequences (every P trains on its first P), from ``seed``;
+    puts train_adam's own held-out draw into ``adam_kwargs["test_tokens"]`` when none is given,
+    made explicit for SGLD."""
+    pool = jax.vmap(lambda k: task.sample(k, P_max))(
+        jax.random.split(jax.random.key(seed), members)
+    )
+    if "test_tokens" not in adam_kwargs:
+        k_test = adam_keys(seed=seed).test
+        adam_kwargs["test_tokens"] = task.sample(k_test, adam_kwargs.pop("num_test", 100))
+    return pool
+
+
+def _sgld_chains(task, hyper, activation, d_model, adam_kwargs: dict, **options):
+    """The SGLD program of :func:`hysteresis_sweep` (:func:`sgld_program`), on the network Adam
+    trains (embeddings frozen or not, factorized or not) and the held-out set it measures on."""
+    return sgld_program(
+        task,
+        hyper,
+        activation,
+        d_model,
+        jnp.asarray(adam_kwargs["test_tokens"]),
+        train_embeddings=bool(adam_kwargs.get("train_embeddings", True)),
+        factorized=bool(adam_kwargs.get("factorized", False)),
+        **options,
+    )
+
+
 def hysteresis_sweep(
     task,
     hyper,
@@ -93,29 +121,13 @@ def hysteresis_sweep(
     members = check_int("members", members, 1)
     sgld_steps = check_int("sgld_steps", sgld_steps, 0)
     sgld_warmup = check_int("sgld_warmup", sgld_warmup, 0)
-    pool = jax.vmap(lambda k: task.sample(k, Ps[-1]))(
-        jax.random.split(jax.random.key(seed), members)
-    )
-    if "test_tokens" not in adam_kwargs:  # train_adam's own held-out draw, made explicit for SGLD
-        k_test = adam_keys(seed=seed).test
-        adam_kwargs["test_tokens"] = task.sample(k_test, adam_kwargs.pop("num_test", 100))
-    train_emb = bool(adam_kwargs.get("train_embeddings", True))
+    pool = _datasets(task, Ps[-1], members, seed, adam_kwargs)
     sgld = None
     if sgld_steps:
-        sgld = sgld_program(
-            task,
-            hyper,
-            activation,
-            d_model,
-            jnp.asarray(adam_kwargs["test_tokens"]),
-            train_embeddings=train_emb,
-            factorized=bool(adam_kwargs.get("factorized", False)),
-            warmup=sgld_warmup,
-            steps=sgld_steps,
-            step_size=sgld_step,
-            temperature=sgld_temperature,
-            batch_size=sgld_batch_size,
-        )
+        sgld = _sgld_chains(
+            task, hyper, activation, d_model, adam_kwargs, warmup=sgld_warmup, steps=sgld_steps,
+            step_size=sgld_step, temperature=sgld_temperature, batch_size=sgld_batch_size,
+        )  # fmt: skip
     keys = ("q1", "qG", "train_loss") + (_SGLD_KEYS if sgld_steps else ())
     out = {k: np.full((2, len(Ps), members), np.nan) for k in keys}
     start = "prior" if init is None else "given"
@@ -124,7 +136,7 @@ def hysteresis_sweep(
         tokens = pool[:, : Ps[j]]
         ds = train_adam(
             task, hyper, activation, d_model, Ps[j], members=members, seed=seed, tokens=tokens,
-            init=init, return_params=True, progress_bar=False, **adam_kwargs,
+            init=init, return_params=True, progress=False, **adam_kwargs,
         )  # fmt: skip
         init = {n: ds[n].values for n in _WEIGHTS if n in ds}
         row = _adam_row(ds, activation)
@@ -133,9 +145,8 @@ def hysteresis_sweep(
             row.update(_sgld_row(sgld(jax.random.split(key, members), tokens, init), activation))
         for k, v in row.items():
             out[k][direction, j] = v
-    dims = ("direction", "P", "member")
     return xr.Dataset(
-        {k: (dims, v) for k, v in out.items()},
+        {k: (("direction", "P", "member"), v) for k, v in out.items()},
         coords={"direction": ["up", "down"], "P": Ps, "member": np.arange(members)},
         attrs={
             "activation": activation,
@@ -143,14 +154,21 @@ def hysteresis_sweep(
             **task.as_dict(),  # L, V, tokens
             "order_parameter": order_parameters(activation)[1],
             "start": start,
-            "train_embeddings": int(train_emb),
-            "sgld_steps": sgld_steps,
-            "sgld_warmup": sgld_warmup if sgld_steps else 0,
-            "sgld_step": (sgld_step or 0.0) if sgld_steps else 0.0,  # 0: per P, sgld_step_size
-            "sgld_temperature": sgld_temperature if sgld_steps else 0.0,
-            "sgld_batch_size": sgld_batch_size or 0,
+            "train_embeddings": int(bool(adam_kwargs.get("train_embeddings", True))),
+            **_sgld_attrs(sgld_steps, sgld_warmup, sgld_step, sgld_temperature, sgld_batch_size),
         },
     )
+
+
+def _sgld_attrs(steps, warmup, step, temperature, batch_size) -> dict:
+    """The SGLD settings of :func:`hysteresis_sweep`'s attrs (zeros without SGLD)."""
+    return {
+        "sgld_steps": steps,
+        "sgld_warmup": warmup if steps else 0,
+        "sgld_step": (step or 0.0) if steps else 0.0,  # 0: per P, sgld_step_size
+        "sgld_temperature": temperature if steps else 0.0,
+        "sgld_batch_size": batch_size or 0,
+    }
 
 
 _SGLD_KEYS = ("sgld_q1", "sgld_qG", "sgld_qG_sd", "sgld_train_loss", "sgld_step_size")

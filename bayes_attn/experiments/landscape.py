@@ -152,7 +152,10 @@ def run_landscape(
         Options of :func:`~bayes_attn.inference.run_umbrella` (``num_warmup``, ``num_samples``,
         ``num_chains``, ``centres``, ``kappa``, ``refine``, ``checkpoint``, ...); the sampler's
         options default to the level's
-        (:meth:`~bayes_attn.inference.umbrella.UmbrellaSettings.for_level`).
+        (:meth:`~bayes_attn.inference.umbrella.UmbrellaSettings.for_level`, passed as
+        ``settings``). With ``checkpoint``, an interrupted run (Ctrl-C) keeps the plan of its
+        windows and its finished windows, at Level 2 as at Level 1, and a rerun with the same
+        arguments resumes them without finding the modes again.
 
     Returns
     -------
@@ -169,9 +172,9 @@ def run_landscape(
     starts = _starts(task, hyper, P, level, activation, args, kwargs)
     say("landscape: %s level at P = %g, %s, windows from %s", level, P, activation,
         "both phases' modes" if activation == "softmax" else "the MAP", enabled=progress)  # fmt: skip
-    umbrella = {**UmbrellaSettings.for_level(level).options(), **umbrella}
     idata = run_umbrella(model, CV[activation], model_args=args, model_kwargs=kwargs,
-                         starts=starts, seed=seed, progress=progress, **umbrella)  # fmt: skip
+                         settings=UmbrellaSettings.for_level(level), starts=starts, seed=seed,
+                         progress=progress, **umbrella)  # fmt: skip
     width = -1 if gram is not None else int(gram_width or 0)
     for group in az.groups(idata):
         idata[group].attrs.update(landscape_level=level, gram_width=width)

@@ -68,7 +68,7 @@ def _nuts_variance(task, hyper, P, activation, c, fold, num_chains, num_warmup, 
         num_warmup=num_warmup,
         num_samples=num_samples,
         seed=seed,
-        progress_bar=False,
+        progress=False,
         init_params=init,
     )
     post = idata.posterior

@@ -36,12 +36,11 @@ from bayes_attn._validation import check_activation, check_int, check_positive
 from bayes_attn.analysis import classify_minima, final_state
 from bayes_attn.inference import resolve_key
 from bayes_attn.inference.adam import (
-    DECAYS,
     WARMUP_FRACTION,
     WARMUP_START,
     AdamSettings,
+    adam_settings,
     train_adam,
-    warmup_steps_for,
 )
 from bayes_attn.inference.members import chain_means, sgld_program
 from bayes_attn.progress import bar as make_bar
@@ -53,7 +52,6 @@ from bayes_attn.tokens import parse_tokens
 PAPER_PS = (1, 10, 20, 60, 100, 200, 250, 275, 300, 400, 500, 600, 700, 800)
 PRESETS = ("paper", "quick")
 
-_ADAM = AdamSettings()  # the trainer's defaults, which the protocol's Adam fields start from
 _RTOL = inspect.signature(classify_minima).parameters["rtol"].default
 # the quick preset's changes to the paper's: the P values Fig. 1 shows, small networks, short SGLD
 _QUICK = dict(
@@ -66,6 +64,34 @@ _QUICK = dict(
     level1=False,
 )
 
+#: The protocol's Adam: :class:`~bayes_attn.inference.adam.AdamSettings`' defaults, except where
+#: the protocol deliberately differs: a cosine decay, and the embeddings held at their prior draw
+#: (the joint MAP with trained embeddings collapses them and has cG = 0, unlike the posterior the
+#: theory describes; docs/validation.md, "Adam convergence").
+PROTOCOL_ADAM = AdamSettings(decay="cosine", train_embeddings=False)
+#: The fields of :class:`~bayes_attn.inference.adam.AdamSettings` that a flat ``[protocol]`` table
+#: (and :meth:`ProtocolConfig.of`) may set by name, as the protocol's own fields once were; they
+#: go into ``ProtocolConfig.adam``. A ``[protocol.adam]`` table sets any field.
+ADAM_KEYS = (
+    "lr",
+    "decay",
+    "end_fraction",
+    "train_embeddings",
+    "max_steps",
+    "patience",
+    "min_delta",
+    "chunk",
+    "num_test",
+)
+
+# the flat settings in the order of the protocol's fields before they held an AdamSettings
+_FLAT_ORDER = (
+    "L", "V", "tokens", "Ps", "members", "num_test", "d_model", "activations", "lr", "decay",
+    "end_fraction", "train_embeddings", "max_steps", "patience", "min_delta", "warmup_fraction",
+    "warmup_init", "chunk", "sgld_step", "sgld_warmup", "sgld_samples", "sgld_thinning",
+    "batch_size", "level1", "rtol", "seed",
+)  # fmt: skip
+
 
 @dataclasses.dataclass(frozen=True)
 class ProtocolConfig:
@@ -73,9 +99,27 @@ class ProtocolConfig:
     ``quick()`` is the one quick preset. Learning rates are for our loss scaling (the chi-scaled
     negative log-posterior summed over sequences), see docs/validation.md.
 
-    The Adam fields default to :class:`~bayes_attn.inference.adam.AdamSettings`' (and its warm-up
-    constants), except where the protocol deliberately differs: a cosine decay, and the
-    embeddings held at their prior draw (docs/validation.md, "Adam convergence")."""
+    Attributes
+    ----------
+    adam : AdamSettings
+        How every member trains (default :data:`PROTOCOL_ADAM`); ``adam.num_test`` is the size of
+        the held-out set. Its warm-up fields are not read: each point trains with
+        ``adam.with_warmup(activation, warmup_fraction, warmup_init)`` (:meth:`adam_for`), the
+        paper's warm-up for softmax. The flat names of :data:`ADAM_KEYS` are accepted by
+        :meth:`of`, :meth:`paper`, :meth:`quick` and :meth:`from_toml` and go into ``adam``.
+    warmup_fraction, warmup_init : float
+        The softmax warm-up: over ``warmup_fraction * max_steps`` steps, from ``lr * warmup_init``
+        (:meth:`~bayes_attn.inference.adam.AdamSettings.with_warmup`'s ``fraction`` and
+        ``start``).
+    sgld_step, sgld_warmup, sgld_samples, sgld_thinning, batch_size
+        SGLD from each member's Adam solution; ``sgld_step`` None is the curvature rule of
+        ``sgld_step_size`` (at most 5e-4 / d_model, and 0.1 / lambda_max); ``batch_size`` is
+        SGLD's minibatch (sequences).
+    level1, rtol, seed
+        The Level-1 MAP on member 0's data; the loss filter
+        (:func:`~bayes_attn.analysis.classify_minima`); the protocol's seed
+        (:func:`protocol_keys`).
+    """
 
     L: int = 25
     V: int = 5
@@ -83,32 +127,18 @@ class ProtocolConfig:
     tokens: str = "uniform"
     Ps: tuple[int, ...] = PAPER_PS
     members: int = 10
-    num_test: int = _ADAM.num_test
     d_model: int = 256
     activations: tuple[str, ...] = ("linear", "softmax")
-    # Adam
-    lr: float = _ADAM.lr
-    decay: str = "cosine"  # after the warm-up: "constant", "cosine" or "exponential" to
-    end_fraction: float = _ADAM.end_fraction  # ... end_fraction * lr at max_steps
-    # Adam holds W_emb, p at their prior draw: the joint MAP with trained embeddings collapses
-    # them and has cG = 0, unlike the posterior the theory describes (docs/validation.md)
-    train_embeddings: bool = False
-    max_steps: int = _ADAM.max_steps
-    patience: int = _ADAM.patience
-    min_delta: float = _ADAM.min_delta
+    adam: AdamSettings = PROTOCOL_ADAM
     warmup_fraction: float = WARMUP_FRACTION  # softmax only, as in the paper
     warmup_init: float = WARMUP_START  # softmax: lr ramps up from lr * warmup_init
-    chunk: int = _ADAM.chunk
-    # SGLD, warm-started from Adam
-    # None: the curvature rule of sgld_step_size (at most 5e-4 / d_model, and 0.1 / lambda_max)
     sgld_step: float | None = None
     sgld_warmup: int = 50
     sgld_samples: int = 100
     sgld_thinning: int = 1
     batch_size: int = 1000
-    # theory
     level1: bool = True
-    rtol: float = _RTOL  # the loss filter, classify_minima
+    rtol: float = _RTOL
     seed: int = 0
 
     def __post_init__(self):
@@ -122,16 +152,35 @@ class ProtocolConfig:
         check_int("d_model", self.d_model, 1)
         for a in self.activations:
             check_activation(a)
-        check_positive("lr", self.lr)
-        if self.decay not in DECAYS:
-            raise ValueError(f"decay must be one of {DECAYS}, got {self.decay!r}")
-        check_positive("end_fraction", self.end_fraction)
+        if isinstance(self.adam, dict):  # a [protocol.adam] table
+            object.__setattr__(self, "adam", adam_settings(PROTOCOL_ADAM, **self.adam))
+        if not isinstance(self.adam, AdamSettings):
+            raise TypeError(f"adam must be an AdamSettings, got {type(self.adam).__name__}")
+        check_positive("end_fraction", self.adam.end_fraction)
+        if self.adam.factorized:
+            raise ValueError("adam: the protocol's SGLD stage needs a full W_G (factorized=False)")
         if self.sgld_step is not None:
             check_positive("sgld_step", self.sgld_step)
 
     @classmethod
+    def of(cls, base: ProtocolConfig | None = None, **settings) -> ProtocolConfig:
+        """``base`` (default ``cls()``) with ``settings`` by name: the protocol's fields, and the
+        flat Adam names of :data:`ADAM_KEYS`, which change ``adam``. Unknown names raise."""
+        base = cls() if base is None else base
+        flat = {k: settings.pop(k) for k in ADAM_KEYS if k in settings}
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(settings) - known
+        if unknown:
+            raise ValueError(f"unknown protocol settings: {sorted(unknown)}")
+        adam = settings.pop("adam", base.adam)
+        if isinstance(adam, dict):
+            adam = adam_settings(base.adam, **adam)
+        return dataclasses.replace(base, adam=adam_settings(adam, **flat), **settings)
+
+    @classmethod
     def paper(cls, **changes) -> ProtocolConfig:
-        return dataclasses.replace(cls(), **changes)
+        """The paper's Table 1 with our learning rates, with ``changes`` (:meth:`of`)."""
+        return cls.of(**changes)
 
     @classmethod
     def quick(cls, **changes) -> ProtocolConfig:
@@ -139,22 +188,37 @@ class ProtocolConfig:
         transitions between them), three members of width 32, 50 held-out sequences, short SGLD,
         no Level-1 MAP. ``bayes-attn figures --quick`` (``make demo``), the ``protocol_quick.toml``
         config and the benchmarks' ``--quick`` all use it."""
-        return dataclasses.replace(cls(), **{**_QUICK, **changes})
+        return cls.of(**{**_QUICK, **changes})
 
     @classmethod
     def from_toml(cls, path) -> ProtocolConfig:
         """Read a ``[protocol]`` table (unknown keys raise); lists become tuples. ``preset =
-        "quick"`` starts from :meth:`quick` instead of :meth:`paper`."""
+        "quick"`` starts from :meth:`quick` instead of :meth:`paper`. Adam's settings are the flat
+        names of :data:`ADAM_KEYS` or a ``[protocol.adam]`` table of
+        :class:`~bayes_attn.inference.adam.AdamSettings` fields."""
         table = dict(tomllib.loads(Path(path).read_text())["protocol"])
         preset = table.pop("preset", "paper")
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(table) - known
-        if unknown:
-            raise ValueError(f"unknown protocol settings: {sorted(unknown)}")
         changes = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
         return getattr(cls, preset)(**changes)
+
+    @classmethod
+    def options(cls) -> dict:
+        """The flat settings and their defaults (the protocol's fields with ``adam`` spelled out
+        as :data:`ADAM_KEYS`): what a flat table, a sweep's options and a result's attrs hold."""
+        return cls().flat()
+
+    def flat(self) -> dict:
+        """These settings flat (:meth:`options`), in the order the attrs have always had."""
+        out = {k: getattr(self.adam, k) for k in ADAM_KEYS}
+        out.update({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        del out["adam"]
+        return {k: out[k] for k in _FLAT_ORDER}
+
+    def adam_for(self, activation: str) -> AdamSettings:
+        """The Adam settings of a point: ``adam`` with the paper's warm-up for ``activation``."""
+        return self.adam.with_warmup(activation, self.warmup_fraction, self.warmup_init)
 
     def task(self) -> CopyTask:
         return CopyTask(self.L, self.V, self.tokens)
@@ -163,7 +227,7 @@ class ProtocolConfig:
 def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam_params, key):
     """SGLD from each member's Adam solution on its own dataset; per-member posterior means of the
     order parameters (on the held-out ``test`` sequences, as for Adam), their standard deviations
-    and the mean train loss per token. Embeddings that Adam held fixed (``cfg.train_embeddings``
+    and the mean train loss per token. Embeddings that Adam held fixed (``cfg.adam.train_embeddings``
     False) stay fixed here too, so SGLD samples the posterior whose MAP Adam found.
 
     The chains run in one program per (activation, P):
@@ -176,7 +240,7 @@ def _sgld_stage(cfg: ProtocolConfig, task, hyper, activation, tokens, test, adam
         activation,
         cfg.d_model,
         test,
-        train_embeddings=cfg.train_embeddings,  # held where Adam held them
+        train_embeddings=cfg.adam.train_embeddings,  # held where Adam held them
         factorized=False,
         warmup=cfg.sgld_warmup,
         steps=cfg.sgld_samples,
@@ -250,8 +314,8 @@ def protocol_keys(seed: int | None = None, key=None) -> ProtocolKeys:
 
 
 def held_out(cfg: ProtocolConfig) -> jax.Array:
-    """The held-out sequences (``cfg.num_test`` of them) shared by every member and every point."""
-    return cfg.task().sample(protocol_keys(cfg.seed).held_out, cfg.num_test)
+    """The held-out sequences (``cfg.adam.num_test`` of them) shared by every member and every point."""
+    return cfg.task().sample(protocol_keys(cfg.seed).held_out, cfg.adam.num_test)
 
 
 def member_datasets(cfg: ProtocolConfig, activation: str, P) -> jax.Array:
@@ -302,39 +366,35 @@ def protocol_point(
     """
     act, P = point_values(cfg, activation, P, "protocol_point")
     task = cfg.task()
-    soft = act == "softmax"
     seconds = {}
     keys = protocol_keys(cfg.seed).point(act, P)
     test = held_out(cfg)
     tokens = member_datasets(cfg, act, P)
     t0 = time.perf_counter()
-    warm = warmup_steps_for(act, cfg.max_steps, cfg.warmup_fraction)
     ds = train_adam(
-        task,
-        hyper,
-        act,
-        cfg.d_model,
-        P,
-        members=cfg.members,
-        key=keys.adam,
-        tokens=tokens,
-        test_tokens=test,
-        lr=cfg.lr,
-        warmup_steps=warm,
-        warmup_init=cfg.lr * cfg.warmup_init,
-        decay=cfg.decay,
-        end_fraction=cfg.end_fraction,
-        train_embeddings=cfg.train_embeddings,
-        max_steps=cfg.max_steps,
-        patience=cfg.patience,
-        min_delta=cfg.min_delta,
-        chunk=cfg.chunk,
-        return_params=True,
-        progress_bar=progress,
-    )
+        task, hyper, act, cfg.d_model, P, members=cfg.members, key=keys.adam, tokens=tokens,
+        test_tokens=test, settings=cfg.adam_for(act), return_params=True, progress=progress,
+    )  # fmt: skip
     sd = level2_saddle(task, hyper, P, act)
     ds = classify_minima(ds, theory_loss=None if sd is None else sd.loss, rtol=cfg.rtol)
     seconds["adam"] = time.perf_counter() - t0
+    out = _adam_values(ds, cfg.members)
+
+    t0 = time.perf_counter()
+    params = {n: jnp.asarray(ds[n].values) for n in ("W_emb", "p", "W_G", "W_O")}
+    sg = _sgld_stage(cfg, task, hyper, act, tokens, test, params, keys.sgld)
+    out.update({f"sgld_{k}": v for k, v in sg.items()})
+    seconds["sgld"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    out.update(_theory_values(cfg, task, hyper, act, tokens, sd))
+    seconds["theory"] = time.perf_counter() - t0
+    return out, seconds
+
+
+def _adam_values(ds: xr.Dataset, members: int) -> dict:
+    """The ``adam_*`` values and ``global_min`` of a point from its filtered ensemble; the drift
+    is the objective's relative change over the last chunk (convergence)."""
     fin = final_state(ds)
     out = {
         "adam_c1": fin["q1"],
@@ -345,23 +405,24 @@ def protocol_point(
         "adam_A_bar": fin["A_bar"],
         "global_min": np.asarray(ds.global_min),
     }
-    obj = ds.objective.values  # convergence: relative change over the last chunk
-    drift = np.full(cfg.members, np.nan)
+    obj = ds.objective.values
+    drift = np.full(members, np.nan)
     if obj.shape[1] > 1:
         drift = (obj[:, -2] - obj[:, -1]) / np.abs(obj[:, -1])
     out["adam_drift"] = drift
     out["adam_steps"] = fin["steps"]
+    return out
 
-    t0 = time.perf_counter()
-    params = {n: jnp.asarray(ds[n].values) for n in ("W_emb", "p", "W_G", "W_O")}
-    sg = _sgld_stage(cfg, task, hyper, act, tokens, test, params, keys.sgld)
-    out.update({f"sgld_{k}": v for k, v in sg.items()})
-    seconds["sgld"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    out["theory_c1"] = np.nan if sd is None else sd.c1 if not soft else sd.a1
-    out["theory_cG"] = np.nan if sd is None else sd.cG if not soft else sd.aG
-    out["theory_loss"] = np.nan if sd is None else sd.loss
+def _theory_values(cfg: ProtocolConfig, task, hyper, act: str, tokens, sd) -> dict:
+    """The ``theory_*`` values of a point (the Level-2 saddle ``sd``; NaN when None) and the
+    ``level1_*`` values (the Level-1 MAP on member 0's data; NaN unless ``cfg.level1``)."""
+    soft = act == "softmax"
+    out = {
+        "theory_c1": np.nan if sd is None else sd.c1 if not soft else sd.a1,
+        "theory_cG": np.nan if sd is None else sd.cG if not soft else sd.aG,
+        "theory_loss": np.nan if sd is None else sd.loss,
+    }
     for k in ("level1_c1", "level1_cG", "level1_residual"):
         out[k] = np.nan
     if cfg.level1:
@@ -369,8 +430,7 @@ def protocol_point(
         c1, cG = (m1.c1, m1.cG) if soft else algebra.fold_sign(m1.c1, m1.cG)
         out["level1_c1"], out["level1_cG"] = c1, cG
         out["level1_residual"] = m1.token_residual
-    seconds["theory"] = time.perf_counter() - t0
-    return out, seconds
+    return out
 
 
 def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: bool = True):
@@ -395,7 +455,7 @@ def run_protocol(cfg: ProtocolConfig, hyper: Hyper | None = None, *, progress: b
     }
     attrs = {
         k: (str(v) if isinstance(v, tuple | bool) or v is None else v)
-        for k, v in dataclasses.asdict(cfg).items()
+        for k, v in cfg.flat().items()
     }
     attrs.update(hyper.as_dict())
     attrs["bayes_attn_version"] = bayes_attn.__version__

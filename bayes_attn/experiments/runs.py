@@ -52,7 +52,7 @@ def sample_posterior(
         batch_size=batch_size if sampler == "sgld" else None,
     )  # fmt: skip
     run = {"nuts": run_nuts, "sgld": run_sgld, "smc": run_smc}[sampler]
-    return run(model, model_args=args, model_kwargs=kw, seed=seed, progress_bar=progress, **options)
+    return run(model, model_args=args, model_kwargs=kw, seed=seed, progress=progress, **options)
 
 
 def train_ensemble(
@@ -90,7 +90,7 @@ def train_ensemble(
     settings = (settings or AdamSettings()).with_warmup(activation)
     ds = train_adam(
         task, hyper, activation, d_model, P, members=members, seed=seed, settings=settings,
-        progress_bar=progress, member_range=(share[0], share[-1] + 1),
+        progress=progress, member_range=(share[0], share[-1] + 1),
     )  # fmt: skip
     ds = gather_parts(ds, out, process, merge_ensembles)
     if ds is None:

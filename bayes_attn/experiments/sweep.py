@@ -10,6 +10,10 @@ A sweep runs one kind of computation at every point of a grid:
   (:mod:`bayes_attn.experiments.protocol`);
 - ``landscape``: the free-energy profile of softmax's aG by umbrella sampling and MBAR
   (:mod:`bayes_attn.experiments.landscape`): its minima, barrier and Delta F per point.
+- the studies of docs/validation.md (:mod:`bayes_attn.experiments.studies`) and the LLC's
+  (:mod:`bayes_attn.experiments.llc_studies`), each with its config in ``bayes_attn/configs/``.
+
+Every kind is registered in one place, ``KINDS`` of :mod:`bayes_attn.experiments.kinds`.
 
 Every finished point is written at once: the whole Dataset goes to a temporary file beside the
 target, which then replaces it (``os.replace``, atomic on POSIX). A sweep killed at any moment
@@ -32,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import itertools
 import json
 import logging
@@ -45,152 +48,30 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from bayes_attn import _arviz as az
 from bayes_attn._deprecation import moved
 from bayes_attn._validation import check_activation, check_int, check_positive
-from bayes_attn.analysis.ensembles import classify_minima
 from bayes_attn.distributed import CLAIM_TIMEOUT, Claim, part_paths, wait_until
-from bayes_attn.inference.adam import WARMUP_FRACTION, WARMUP_START, AdamSettings
-from bayes_attn.inference.llc import run_llc
-from bayes_attn.inference.nuts import run_nuts
-from bayes_attn.inference.sgld import run_sgld
-from bayes_attn.inference.umbrella import UmbrellaSettings
-from bayes_attn.io import write_atomic
-from bayes_attn.models.levels import (
-    BOUNDARY_ACTIVATION,
-    LEVELS,
-    ORDER_PARAMETERS,
-    model_with_data,
-    order_parameters,
+from bayes_attn.experiments.kinds import (  # noqa: F401  (DEFAULTS, DESCRIPTIONS: their old home)
+    DEFAULTS,
+    DESCRIPTIONS,
+    KINDS,
+    Kind,
+    kind_defaults,
+    kind_spec,
+    resolve,
+    signature_defaults,
 )
+from bayes_attn.experiments.points import PROTOCOL_GRID, model_at_level  # noqa: F401
+from bayes_attn.io import write_atomic
+from bayes_attn.models.levels import LEVELS, ORDER_PARAMETERS
 from bayes_attn.progress import bar as make_bar
 from bayes_attn.task import CopyTask, Hyper
 from bayes_attn.tokens import check_uniform, parse_tokens
 
 log = logging.getLogger(__name__)
 
-KINDS = ("theory", "nuts", "sgld", "adam", "protocol", "llc", "landscape")
 GRID = ("activation", "L", "V", "P", "seed")
 __getattr__ = moved(__name__, {"ORDER": "bayes_attn.models.levels:ORDER_PARAMETERS"})
-
-
-def signature_defaults(fn, *names) -> dict:
-    """The defaults of ``fn``'s parameters ``names``, read from its signature (their one home)."""
-    params = inspect.signature(fn).parameters
-    return {name: params[name].default for name in names}
-
-
-_ADAM = AdamSettings()
-_CHAINS = ("num_chains", "num_warmup", "num_samples")
-#: the umbrella options of a landscape sweep; their defaults are the level's UmbrellaSettings
-_UMBRELLA = ("num_warmup", "num_samples", "num_chains", "refine", "max_windows")
-
-# Settings each kind accepts, with their defaults (``SweepConfig.options`` overrides them). The
-# samplers' and the trainer's come from their signatures and from AdamSettings; the rest (the
-# level, the widths, the ensemble's size) are the sweep's own.
-DEFAULTS = {
-    "theory": {},
-    "nuts": dict(
-        level="reduced",
-        **signature_defaults(run_nuts, *_CHAINS),
-        d_model=16,
-        include_logdet=False,
-    ),
-    "sgld": dict(
-        level="reduced",
-        **signature_defaults(run_sgld, *_CHAINS),
-        d_model=16,
-        **signature_defaults(run_sgld, "step_size"),
-        batch_size=None,
-        include_logdet=False,
-    ),
-    "adam": dict(
-        d_model=64,
-        members=4,
-        lr=_ADAM.lr,
-        max_steps=_ADAM.max_steps,
-        patience=_ADAM.patience,
-        warmup_fraction=WARMUP_FRACTION,
-        warmup_init=WARMUP_START,  # relative: the warm-up starts at lr * warmup_init
-        num_test=_ADAM.num_test,
-        **signature_defaults(classify_minima, "rtol"),
-    ),
-    "protocol": None,  # the fields of ProtocolConfig, filled in lazily (import cycle)
-    "llc": dict(
-        level="network",
-        d_model=None,  # V + L, the narrowest frozen-embedding network (experiments.llc)
-        num_burnin="auto",  # 5/(εγ): a point's λ̂ is biased low without it (run_llc)
-        **signature_defaults(
-            run_llc,
-            "sampler",
-            "num_chains",
-            "num_draws",
-            "step_size",
-            "gamma",
-            "include_prior",
-            "nbeta",
-        ),
-        batch_size=None,
-        exact=False,
-    ),
-    "landscape": dict(
-        level="kernel",
-        # the default level's; a point at another level takes that level's (SweepConfig)
-        **UmbrellaSettings.for_level("kernel").options(*_UMBRELLA),
-        gram_width=0,  # 0: g = I
-        include_logdet=True,
-    ),
-}
-
-DESCRIPTIONS = {
-    "done": ("1", "the grid point has finished"),
-    "c1": ("1", "uniform-pooling order parameter (linear attention)"),
-    "cG": ("1", "copy order parameter (linear attention)"),
-    "a1": ("1", "uniform-pooling order parameter (softmax attention)"),
-    "aG": ("1", "copy order parameter (softmax attention)"),
-    "loss": ("1", "theory loss per token at the global saddle, 1/2 |y - f|^2"),
-    "action": ("nats / chi", "action per unit chi at the global saddle"),
-    "n_minima": ("1", "number of local minima of the reduced action"),
-    "meta_q": (
-        "1",
-        "copy order parameter (cG or aG) of the lowest metastable minimum (linear: in the Z2 "
-        "image c1 + cG >= 0, where the anti-aligned minimum has c1 < 0)",
-    ),
-    "meta_loss": ("1", "theory loss per token at the lowest metastable minimum"),
-    "second_order": ("sequences", "linear: second-order transition P*"),
-    "crossover": ("sequences", "linear: crossover, max d cG / d log P"),
-    "first_order": ("sequences", "softmax: first-order P* (equal action)"),
-    "spinodal_lower": ("sequences", "softmax: the strong-copy minimum appears"),
-    "spinodal_upper": ("sequences", "softmax: the weak-copy minimum vanishes"),
-    "divergences": ("1", "divergent transitions after warm-up, all chains"),
-    "train_loss": ("1", "final train loss per token"),
-    "test_loss": ("1", "final held-out loss per token"),
-    "global_min": ("1", "member reached the ensemble's lowest loss (classify_minima), 1 or 0"),
-    "steps": ("steps", "Adam steps taken (early stopping)"),
-    "A_bar": ("1", "final mean attention pattern on held-out sequences (linear: Z2-folded)"),
-    "step": ("1", "SGLD step size (min(5e-4 / d_model, 0.1 / largest Hessian eigenvalue))"),
-    "llc_mean": ("1", "local learning coefficient nβ (E[L_n] - L_n(w*)) at the exact MAP w*"),
-    "llc_std": ("1", "spread of the chains' LLC estimates (devinterp's llc/std)"),
-    "llc_mcse": ("1", "Monte Carlo standard error of llc_mean (from the ESS)"),
-    "llc_ess": ("1", "effective sample size of the per-draw LLC"),
-    "llc_rhat": ("1", "R-hat of the per-draw LLC across chains started around w*"),
-    "acceptance": ("1", "mean exact full-batch MALA acceptance of the sampler's steps"),
-    "init_loss": ("nats / sequence", "L_n(w*), mean negative log likelihood per sequence"),
-    "grad_norm": ("1", "|grad L_n(w*)| (w* is a prior-regularised MAP, not critical for L_n)"),
-    "nbeta": ("1", "the inverse temperature nβ times n"),
-    "exact_llc": ("1", "the exact LLC of the frozen-embedding network (W_O integrated out, NUTS)"),
-    "exact_mcse": ("1", "Monte Carlo standard error of exact_llc"),
-    "delta_F": ("nats", "F_strong - F_weak across the divide (umbrella sampling + MBAR)"),
-    "delta_F_se": ("nats", "standard error of delta_F (MBAR, draws subsampled)"),
-    "divide": ("1", "aG of the divide: the highest point of F(aG) between its outer minima"),
-    "aG_weak": ("1", "aG at the lowest-aG minimum of F(aG)"),
-    "aG_strong": ("1", "aG at the highest-aG minimum of F(aG) (nan with one minimum)"),
-    "n_profile_minima": ("1", "number of minima of F(aG) (profile_minima, 1 nat deep)"),
-    "barrier_weak": ("nats", "F at the barrier above the weak minimum"),
-    "barrier_strong": ("nats", "F at the barrier above the strong minimum"),
-    "min_overlap": ("1", "smallest MBAR overlap of neighbouring windows"),
-    "max_r_hat": ("1", "largest per-window R-hat of aG"),
-}
 
 
 class SweepFileError(ValueError):
@@ -207,22 +88,15 @@ def _as_tuple(name, values, check):
     return out
 
 
-def _known_options(kind: str) -> dict:
-    if kind == "protocol":
-        from bayes_attn.experiments.protocol import ProtocolConfig
-
-        fields = dataclasses.fields(ProtocolConfig)
-        return {f.name: f.default for f in fields if f.name not in _PROTOCOL_GRID}
-    return DEFAULTS[kind]
-
-
 @dataclasses.dataclass(frozen=True)
 class SweepConfig:
     """What a sweep computes, and where.
 
     Attributes
     ----------
-    kind : {"theory", "nuts", "sgld", "adam", "protocol", "landscape"}
+    kind : str
+        A kind registered in ``KINDS`` of :mod:`bayes_attn.experiments.kinds` ("theory", "nuts",
+        "sgld", "adam", "protocol", "llc", "landscape", the studies, ...).
     P, L, V, activation, seed : tuples
         The grid axes; every combination is one point.
     tokens : str
@@ -246,12 +120,11 @@ class SweepConfig:
     options: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        spec = kind_spec(self.kind)
         pos_int = {"P": 1, "L": 2, "V": 2, "seed": 0}
         setattr_ = object.__setattr__
         for name, low in pos_int.items():
-            if name == "P" and self.kind in ("theory", "nuts", "sgld", "landscape"):
+            if name == "P" and spec.real_P:
                 check = lambda v: float(check_positive("P", v))  # noqa: E731
             else:
                 check = lambda v, n=name, lo=low: check_int(n, v, lo)  # noqa: E731
@@ -268,7 +141,7 @@ class SweepConfig:
         hyper = {k: float(v) for k, v in {**base, **self.hyper}.items()}
         Hyper(**hyper)  # validates
         setattr_(self, "hyper", hyper)
-        known = _known_options(self.kind)
+        known = kind_defaults(self.kind)
         unknown = set(self.options) - set(known)
         if unknown:
             raise ValueError(
@@ -277,17 +150,10 @@ class SweepConfig:
         options = {**known, **self.options}
         if self.kind == "theory" or options.get("level") == "reduced":
             check_uniform(source, f"a {self.kind} sweep at the reduced level (Level 2)")
-        if self.kind == "theory":
-            _check_theory_range(self)
         if "level" in options and options["level"] not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {options['level']!r}")
-        if self.kind == "landscape" and options["level"] in ("reduced", "kernel"):
-            level = UmbrellaSettings.for_level(options["level"]).options(*_UMBRELLA)
-            options = {**known, **level, **self.options}
-        if self.kind == "llc" and options["level"] not in ("network", "kernel"):
-            raise ValueError(
-                f"level: an llc sweep is at network or kernel, not {options['level']!r}"
-            )
+        if spec.check is not None:
+            options = resolve(spec.check)(self, options)
         setattr_(
             self, "options", {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
         )
@@ -325,36 +191,21 @@ class SweepConfig:
         return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-_PROTOCOL_GRID = {
-    "L": "L",
-    "V": "V",
-    "Ps": "P",
-    "activations": "activation",
-    "seed": "seed",
-    "tokens": "tokens",
-}
-
-
 def protocol_sweep(protocol, hyper: dict | None = None) -> SweepConfig:
     """The ``protocol`` sweep of a :class:`~bayes_attn.experiments.protocol.ProtocolConfig`: its
     P values and activations as the grid, its other fields as the options."""
-    fields = dataclasses.asdict(protocol)
-    grid = {new: fields.pop(old) for old, new in _PROTOCOL_GRID.items()}
+    fields = protocol.flat()
+    grid = {new: fields.pop(old) for old, new in PROTOCOL_GRID.items()}
     grid.update(L=(grid["L"],), V=(grid["V"],), seed=(grid["seed"],))
     return SweepConfig(kind="protocol", **grid, hyper=dict(hyper or {}), options=fields)
 
 
-def _check_theory_range(cfg: SweepConfig) -> None:
-    """P within the range where the float64 reduced action is accurate (at the longest L)."""
-    from bayes_attn.theory.saddles import check_P_in_range
-
-    check_P_in_range(CopyTask(max(cfg.L), 2), Hyper(**cfg.hyper), max(cfg.P))
-
-
-def read_sweep_table(path) -> dict:
+def read_sweep_table(path, quick: bool = False) -> dict:
     """The sweep settings of a TOML file (its ``[sweep]`` table, or settings at the top level) or
     a JSON file (an object, or one under ``"sweep"``); a table under another name raises naming
-    it, since its settings would otherwise go unread."""
+    it, since its settings would otherwise go unread. With ``quick``, the file's ``[quick]`` table
+    (beside ``[sweep]``) overrides its settings, ``options`` merged: the shrunken study a test
+    runs end to end."""
     path = Path(path)
     text = path.read_text()
     if path.suffix == ".toml":
@@ -370,7 +221,12 @@ def read_sweep_table(path) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a table of sweep settings")
     if isinstance(data.get("sweep"), dict):
-        return data["sweep"]
+        table = dict(data["sweep"])
+        if quick:
+            small = dict(data.get("quick", {}))
+            options = {**table.get("options", {}), **small.pop("options", {})}
+            table.update(small, options=options)
+        return table
     fields = {f.name for f in dataclasses.fields(SweepConfig)}
     tables = [k for k, v in data.items() if isinstance(v, dict) and k not in fields]
     if tables:
@@ -381,225 +237,11 @@ def read_sweep_table(path) -> dict:
     return data
 
 
-# --------------------------------------------------------------------------------------------------
-# One grid point of each kind: a dict name -> (extra dims, array), the same names at every point.
-
-
-def _theory_point(cfg, pt, task, hyper):
-    from bayes_attn import theory
-
-    act = pt["activation"]
-    found = theory.saddles(task, hyper, pt["P"], act)
-    best = found[0]
-    out = {k: getattr(best, k) for k in ORDER_PARAMETERS}
-    out = {k: math.nan if v is None else v for k, v in out.items()}
-    out.update(loss=best.loss, action=best.action, n_minima=len(found))
-    meta = found[1] if len(found) > 1 else None
-    q = "cG" if act == "linear" else "aG"  # Saddle.cG is the logit gap for softmax
-    out["meta_q"] = getattr(meta, q) if meta else math.nan
-    out["meta_loss"] = meta.loss if meta else math.nan
-    b = theory.phase_boundaries(task, hyper)  # cached per (task, hyper)
-    ours = {k: getattr(b, k) if BOUNDARY_ACTIVATION[k] == act else math.nan for k in _BOUNDARIES}
-    out.update(second_order=ours["second_order"], crossover=ours["crossover"])
-    out["first_order"] = ours["first_order"]
-    lower, upper = ours["spinodals"] if BOUNDARY_ACTIVATION["spinodals"] == act else (math.nan,) * 2
-    out.update(spinodal_lower=lower, spinodal_upper=upper)
-    return {k: ((), np.float64(v)) for k, v in out.items()}
-
-
-_BOUNDARIES = ("second_order", "crossover", "first_order", "spinodals")
-
-
-def model_at_level(opts, pt, task, hyper):
-    """The NumPyro model of ``opts["level"]`` (reduced, kernel or network) with its arguments and
-    keyword arguments at the point ``pt`` (activation, P, seed): :func:`model_with_data`, the
-    dataset drawn from the seed. A sweep's batch size covers its whole P grid: at P <= batch_size
-    the full batch is used."""
-    return model_with_data(
-        opts["level"], task, hyper, pt["P"], pt["activation"], seed=pt["seed"],
-        d_model=opts.get("d_model"), include_logdet=opts.get("include_logdet", False),
-        batch_size=opts.get("batch_size"),
-    )  # fmt: skip
-
-
-_STATS = {"mean": "mean", "sd": "sd", "mcse": "mcse_mean", "r_hat": "r_hat", "ess": "ess_bulk"}
-
-
-def _summary_point(idata, activation):
-    """Posterior summaries of the order parameters (linear: of the Z2-folded draws)."""
-    from bayes_attn.analysis.diagnostics import diagnose, fold_posterior
-
-    out = {f"{q}_{stat}": math.nan for q in ORDER_PARAMETERS for stat in _STATS}
-    names = order_parameters(activation)
-    names = [q for q in names if q in idata.posterior]
-    div = math.nan
-    if names:
-        d = diagnose(fold_posterior(idata), var_names=names)
-        for q in names:
-            out.update({f"{q}_{stat}": float(d.table.loc[q, col]) for stat, col in _STATS.items()})
-        if "sample_stats" in az.groups(idata) and "diverging" in idata.sample_stats:
-            div = float(d.divergences)
-    out["divergences"] = div
-    return {k: ((), np.float64(v)) for k, v in out.items()}
-
-
-def _sampled(sampler, cfg, pt, task, hyper, **options):
-    """Run ``sampler`` (run_nuts or run_sgld) at the point with the sweep's chain settings."""
-    o = cfg.options
-    model, args, kw = model_at_level(o, pt, task, hyper)
-    return sampler(
-        model,
-        model_args=args,
-        model_kwargs=kw,
-        num_chains=o["num_chains"],
-        num_warmup=o["num_warmup"],
-        num_samples=o["num_samples"],
-        seed=pt["seed"],
-        progress_bar=False,
-        **options,
-    )
-
-
-def _nuts_point(cfg, pt, task, hyper):
-    from bayes_attn.inference import run_nuts
-
-    return _summary_point(_sampled(run_nuts, cfg, pt, task, hyper), pt["activation"])
-
-
-def _sgld_point(cfg, pt, task, hyper):
-    from bayes_attn.inference import run_sgld
-
-    idata = _sampled(run_sgld, cfg, pt, task, hyper, step_size=cfg.options["step_size"])
-    out = _summary_point(idata, pt["activation"])
-    out.pop("divergences")
-    return out
-
-
-def _pad_attention(A, L_max):
-    out = np.full(A.shape[:-2] + (L_max, L_max), np.nan)
-    out[..., : A.shape[-2], : A.shape[-1]] = A
-    return out
-
-
-def _adam_point(cfg, pt, task, hyper):
-    from bayes_attn.analysis import final_state
-    from bayes_attn.experiments.protocol import level2_saddle
-    from bayes_attn.inference import train_adam
-
-    o, act, P = cfg.options, pt["activation"], pt["P"]
-    soft = act == "softmax"
-    settings = AdamSettings(
-        lr=o["lr"], max_steps=o["max_steps"], patience=o["patience"], num_test=o["num_test"]
-    ).with_warmup(act, o["warmup_fraction"], o["warmup_init"])
-    ds = train_adam(
-        task, hyper, act, o["d_model"], P, members=o["members"], seed=pt["seed"],
-        settings=settings, progress_bar=False,
-    )  # fmt: skip
-    sd = level2_saddle(task, hyper, P, act)  # None (a warning) for tokens that are not uniform
-    ds = classify_minima(ds, theory_loss=None if sd is None else sd.loss, rtol=o["rtol"])
-    fin = final_state(ds)
-    m = ("member",)
-    out = {q: (m, np.full(o["members"], np.nan)) for q in ORDER_PARAMETERS}
-    names = order_parameters("softmax" if soft else "linear")
-    out[names[0]], out[names[1]] = (m, fin["q1"]), (m, fin["qG"])
-    out.update(
-        train_loss=(m, fin["train_loss"]),
-        test_loss=(m, fin["test_loss"]),
-        global_min=(m, np.asarray(ds.global_min, float)),
-        steps=(m, fin["steps"].astype(float)),
-        A_bar=(m + ("query", "key"), _pad_attention(fin["A_bar"], max(cfg.L))),
-    )
-    return out
-
-
-def _protocol_point(cfg, pt, task, hyper):
-    from bayes_attn.experiments.protocol import ProtocolConfig, protocol_point
-
-    pc = ProtocolConfig(
-        L=pt["L"],
-        V=pt["V"],
-        Ps=cfg.P,
-        activations=cfg.activation,
-        seed=pt["seed"],
-        tokens=cfg.tokens,
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.options.items()},
-    )
-    values, _ = protocol_point(pc, hyper, pt["activation"], pt["P"])
-    out = {}
-    for k, v in values.items():
-        v = np.asarray(v, dtype=float)
-        if k == "adam_A_bar":
-            out[k] = (("member", "query", "key"), _pad_attention(v, max(cfg.L)))
-        else:
-            out[k] = (("member",) if v.ndim == 1 else (), v)
-    return out
-
-
-def _landscape_point(cfg, pt, task, hyper):
-    from bayes_attn.experiments.landscape import landscape_report, run_landscape
-
-    if pt["activation"] != "softmax":
-        raise ValueError("activation: a landscape sweep is of softmax's aG; list only softmax")
-    o = dict(cfg.options)
-    level, width, logdet = o.pop("level"), o.pop("gram_width"), o.pop("include_logdet")
-    idata = run_landscape(task, hyper, pt["P"], level, gram_width=width or None,
-                          include_logdet=logdet, seed=pt["seed"], progress=False, **o)  # fmt: skip
-    prof = landscape_report(idata)
-    q = prof.q_minimum.values
-    return {
-        "delta_F": ((), float(prof.delta_F)),
-        "delta_F_se": ((), float(prof.delta_F_se)),
-        "divide": ((), float(prof.divide)),
-        "aG_weak": ((), float(q[0]) if q.size else math.nan),
-        "aG_strong": ((), float(q[-1]) if q.size > 1 else math.nan),
-        "n_profile_minima": ((), float(q.size)),
-        "barrier_weak": ((), float(prof.barrier_below)),
-        "barrier_strong": ((), float(prof.barrier_above)),
-        "min_overlap": ((), float(prof.min_overlap_next)),
-        "max_r_hat": ((), float(np.nanmax(prof.r_hat.values))),
-    }
-
-
-def _llc_point(cfg, pt, task, hyper):
-    from bayes_attn.analysis.llc import llc_estimate
-    from bayes_attn.experiments.llc import llc_point
-
-    o = dict(cfg.options)
-    run = {k: o[k] for k in ("sampler", "num_chains", "num_draws", "num_burnin", "step_size",
-                             "gamma", "include_prior", "nbeta")}  # fmt: skip
-    idata, ex = llc_point(
-        o["level"], task, hyper, pt["P"], pt["activation"], d_model=o["d_model"],
-        seed=pt["seed"], batch_size=o["batch_size"], exact=bool(o["exact"]), progress=False, **run,
-    )  # fmt: skip
-    est = llc_estimate(idata)
-    out = dict(
-        llc_mean=est.llc_mean, llc_std=est.llc_std, llc_mcse=est.mcse, llc_ess=est.ess,
-        llc_rhat=est.rhat, acceptance=est.acceptance, init_loss=est.init_loss,
-        grad_norm=est.grad_norm, nbeta=est.nbeta, exact_llc=math.nan, exact_mcse=math.nan,
-    )  # fmt: skip
-    if ex is not None:
-        e = llc_estimate(ex)
-        out.update(exact_llc=e.llc_mean, exact_mcse=e.mcse)
-    return {k: ((), np.float64(v)) for k, v in out.items()}
-
-
-_POINT = {
-    "llc": _llc_point,
-    "landscape": _landscape_point,
-    "theory": _theory_point,
-    "nuts": _nuts_point,
-    "sgld": _sgld_point,
-    "adam": _adam_point,
-}
-
-
 def compute_point(cfg: SweepConfig, index: tuple, point: dict) -> dict:
     """The results at one grid point: name -> (extra dims, array)."""
     task = CopyTask(point["L"], point["V"], cfg.tokens)
     hyper = Hyper(**cfg.hyper)
-    if cfg.kind == "protocol":
-        return _protocol_point(cfg, point, task, hyper)
-    return _POINT[cfg.kind](cfg, point, task, hyper)
+    return resolve(kind_spec(cfg.kind).point)(cfg, point, task, hyper)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -617,11 +259,6 @@ def _empty(cfg: SweepConfig) -> xr.Dataset:
         **provenance(cfg),
     )
     return ds
-
-
-_SAMPLER = {"theory": "none (theory)", "nuts": "nuts", "sgld": "sgld", "adam": "adam", "llc": "llc"}
-_SAMPLER["protocol"] = "adam, then sgld"
-_SAMPLER["landscape"] = "umbrella"
 
 
 def _numbers(values):
@@ -642,7 +279,9 @@ def provenance(cfg: SweepConfig) -> dict:
     warmup = warmup if isinstance(warmup, int) else -1  # "auto": per point (in the settings)
     draws = o.get("num_samples", o.get("sgld_samples", o.get("num_draws", 1)))
     settings = {k: v for k, v in o.items() if not isinstance(v, list | dict)}
-    rec = RunRecord(_SAMPLER[cfg.kind], cfg.seed[0], chains, warmup, draws, settings=settings)
+    rec = RunRecord(
+        kind_spec(cfg.kind).sampler, cfg.seed[0], chains, warmup, draws, settings=settings
+    )
     attrs = rec.attrs()
     attrs["seed"] = _numbers(cfg.seed)  # the grid's seeds
     attrs["level"] = o.get("level", "reduced" if cfg.kind == "theory" else "network")
@@ -656,12 +295,13 @@ def provenance(cfg: SweepConfig) -> dict:
     return attrs
 
 
-def _describe(name: str) -> dict:
+def _describe(name: str, kind: str = "") -> dict:
+    table = {**DESCRIPTIONS, **resolve(kind_spec(kind).descriptions)} if kind else DESCRIPTIONS
     base = name
     for prefix in ("adam_", "sgld_", "theory_", "level1_"):
         base = base.removeprefix(prefix)
     base = base.split("_")[0] if base.split("_")[0] in ORDER_PARAMETERS else base
-    units, text = DESCRIPTIONS.get(base, ("1", name.replace("_", " ")))
+    units, text = table.get(base, ("1", name.replace("_", " ")))
     if base in ("c1", "cG") and base != name and not name.startswith("theory_"):
         text += f"; {_FOLDED}"
     return {"units": units, "description": text if base == name else f"{name}: {text}"}
@@ -681,7 +321,7 @@ def _store(ds: xr.Dataset, cfg: SweepConfig, index: tuple, result: dict) -> xr.D
             extra = {d: np.arange(n) for d, n in zip(dims, value.shape, strict=True)}
             da = xr.DataArray(np.full(shape, np.nan), dims=GRID + tuple(dims))
             ds[name] = da.assign_coords(extra)
-            ds[name].attrs.update(_describe(name))
+            ds[name].attrs.update(_describe(name, cfg.kind))
         ds[name].values[index] = value
     ds["done"].values[index] = True
     return ds

@@ -1,7 +1,9 @@
 """Adam-trained ensembles of the finite-width network: the MAP, computed the way the paper does.
 
-Every member trains on its own dataset, in one jitted program per chunk of ``lax.scan`` steps. The optimiser is an optax chain: Adam with a linear learning-rate warm-up, then
-:func:`early_stopping`, which freezes a member once its objective stops improving. The objective is
+Every member trains on its own dataset, in one jitted program per chunk of ``lax.scan`` steps. The
+optimiser is an optax chain (:mod:`bayes_attn.inference.adam_optim`): Adam with a linear
+learning-rate warm-up, then :func:`~bayes_attn.inference.adam_optim.early_stopping`, which freezes
+a member once its objective stops improving. The objective is
 the chi-scaled negative log-posterior of the finite network (Level 0, docs/theory.md §1)
 (:func:`bayes_attn.models.network.neg_log_posterior`), so the optimum is the MAP.
 
@@ -23,7 +25,16 @@ import optax
 import xarray as xr
 
 from bayes_attn import algebra
+from bayes_attn._deprecation import renamed
 from bayes_attn._validation import check_activation, check_int, check_positive, check_tokens
+from bayes_attn.inference.adam_optim import (
+    DECAYS,
+    EarlyStoppingState,
+    adam_optimizer,
+    early_stopping,
+    lr_schedule,
+    optimizer_for,
+)
 from bayes_attn.inference.memory import members_per_group
 from bayes_attn.inference.memory import memory_limit as device_memory_limit
 from bayes_attn.inference.record import RunRecord
@@ -41,104 +52,22 @@ from bayes_attn.models.network import forward, init_params, loss_per_token, neg_
 from bayes_attn.progress import bar as make_bar
 from bayes_attn.task import preset_attrs
 
-# --------------------------------------------------------------------------------------------------
-# Early stopping as an optax transformation
-
-
-class EarlyStoppingState(NamedTuple):
-    best: jax.Array  # best objective seen
-    wait: jax.Array  # steps since the last improvement
-    step: jax.Array
-    stopped_at: jax.Array  # step at which training stopped, -1 while it runs
-
-
-def early_stopping(patience: int, min_delta: float = 0.0) -> optax.GradientTransformationExtraArgs:
-    """Zero every update once ``value`` has not improved by more than ``min_delta`` for
-    ``patience`` steps. Chain it after the optimiser; pass the objective as ``value=``."""
-
-    def init(params):
-        # best in the parameters' float dtype, and strongly typed: a weak-typed inf turns strong
-        # after one update, and the changed input type would compile the training chunk twice
-        floats = [
-            w for w in jax.tree.leaves(params) if jnp.issubdtype(jnp.result_type(w), jnp.floating)
-        ]
-        dtype = jnp.result_type(*floats) if floats else jnp.result_type(float)
-        return EarlyStoppingState(
-            jnp.asarray(jnp.inf, dtype=dtype),
-            jnp.asarray(0),
-            jnp.asarray(0),
-            jnp.asarray(-1),
-        )
-
-    def update(updates, state, params=None, *, value, **extra):
-        del params, extra
-        improved = value < state.best - min_delta
-        best = jnp.where(improved, value, state.best)
-        wait = jnp.where(improved, 0, state.wait + 1)
-        newly = (state.stopped_at < 0) & (wait > patience)
-        stopped_at = jnp.where(newly, state.step, state.stopped_at)
-        frozen = stopped_at >= 0
-        updates = jax.tree.map(lambda u: jnp.where(frozen, jnp.zeros_like(u), u), updates)
-        return updates, EarlyStoppingState(best, wait, state.step + 1, stopped_at)
-
-    return optax.GradientTransformationExtraArgs(init, update)
-
-
-DECAYS = ("constant", "cosine", "exponential")
-
-
-def lr_schedule(
-    lr: float,
-    warmup_steps: int = 0,
-    warmup_init: float = 0.0,
-    decay: str = "constant",
-    decay_steps: int = 0,
-    end_fraction: float = 1e-2,
-):
-    """The learning rate against the step: a linear warm-up from ``warmup_init`` to ``lr`` over
-    ``warmup_steps``, then ``decay``:
-
-    * ``"constant"``: ``lr`` for ever;
-    * ``"cosine"``: cosine decay from ``lr`` to ``end_fraction * lr`` over ``decay_steps``;
-    * ``"exponential"``: geometric decay from ``lr`` to ``end_fraction * lr`` over ``decay_steps``.
-
-    Both decays hold ``end_fraction * lr`` after ``warmup_steps + decay_steps``. Returns a float
-    (constant, no warm-up) or an optax schedule.
-    """
-    if decay not in DECAYS:
-        raise ValueError(f"decay must be one of {DECAYS}, got {decay!r}")
-    if decay == "constant":
-        if not warmup_steps:
-            return lr
-        return optax.warmup_constant_schedule(warmup_init, lr, warmup_steps)
-    decay_steps = check_int("decay_steps", decay_steps, 1)
-    check_positive("end_fraction", end_fraction)
-    end = lr * end_fraction
-    if decay == "cosine":
-        return optax.warmup_cosine_decay_schedule(
-            warmup_init, lr, warmup_steps, warmup_steps + decay_steps, end_value=end
-        )
-    return optax.warmup_exponential_decay_schedule(
-        warmup_init, lr, warmup_steps, decay_steps, end_fraction, end_value=end
-    )
-
-
-def adam_optimizer(
-    lr: float,
-    warmup_steps: int = 0,
-    warmup_init: float = 0.0,
-    *,
-    patience: int,
-    min_delta: float = 0.0,
-    decay: str = "constant",
-    decay_steps: int = 0,
-    end_fraction: float = 1e-2,
-) -> optax.GradientTransformationExtraArgs:
-    """Adam on the schedule of :func:`lr_schedule` (by default a linear warm-up from
-    ``warmup_init`` to ``lr`` over ``warmup_steps``, then constant), then :func:`early_stopping`."""
-    schedule = lr_schedule(lr, warmup_steps, warmup_init, decay, decay_steps, end_fraction)
-    return optax.chain(optax.adam(schedule), early_stopping(patience, min_delta))
-
+__all__ = [
+    "DECAYS",
+    "WARMUP_FRACTION",
+    "WARMUP_START",
+    "AdamKeys",
+    "AdamSettings",
+    "EarlyStoppingState",
+    "adam_keys",
+    "adam_optimizer",
+    "adam_settings",
+    "early_stopping",
+    "lr_schedule",
+    "merge_ensembles",
+    "train_adam",
+    "warmup_steps_for",
+]
 
 # --------------------------------------------------------------------------------------------------
 # Observables of one member
@@ -301,7 +230,7 @@ def adam_settings(settings: AdamSettings | None = None, **changes) -> AdamSettin
     unknown = sorted(set(changes) - known)
     if unknown:
         raise TypeError(
-            f"train_adam() got unexpected keyword arguments {unknown}; its settings are the "
+            f"unknown Adam settings {unknown}; the settings (train_adam's keywords) are the "
             f"fields of AdamSettings: {sorted(known)}"
         )
     return dataclasses.replace(settings, **changes) if changes else settings
@@ -377,10 +306,11 @@ def train_adam(
     init=None,
     settings: AdamSettings | None = None,
     return_params: bool = False,
-    progress_bar: bool = True,
+    progress: bool = True,
     devices=None,
     memory_limit: int | str | None = None,
     member_range: tuple[int, int] | None = None,
+    progress_bar: bool | None = None,
     **changes,
 ) -> xr.Dataset:
     """Train an ensemble of ``members`` networks to the MAP with Adam, one dataset per member.
@@ -400,10 +330,14 @@ def train_adam(
         Starting parameters with a leading member axis (default: a prior draw per member).
     settings : AdamSettings, optional
         How to train (learning rate and its schedule, steps, early stopping, minibatch, chunk,
-        held-out size, which weights train); default :class:`AdamSettings`.
+        held-out size, which weights train); default :class:`AdamSettings`, the one home of the
+        defaults.
     **changes
-        Fields of :class:`AdamSettings` by name (``lr=1e-2, max_steps=300``, ...), which override
-        ``settings``: the keywords this function took before it took a settings object.
+        Fields of :class:`AdamSettings` by name (``lr=1e-2, max_steps=300``, ...). This is the one
+        way to set them: ``settings`` (or the defaults) with these keywords overriding its fields,
+        as a sampler's keywords override its settings dataclass's defaults
+        (``train_adam(..., settings=s, lr=1e-3)`` is ``settings=dataclasses.replace(s,
+        lr=1e-3)``). A name that is not a field raises ``TypeError`` listing the fields.
     return_params : bool
         Also store the final parameters (dims ``member`` plus the weight's own).
     devices : sequence of jax.Device, optional
@@ -415,6 +349,9 @@ def train_adam(
         device's ``bytes_limit`` (none on the CPU). When the ensemble's
         :func:`~bayes_attn.inference.memory.estimate_bytes` exceeds it, the members run in groups,
         one group after another, with the same results; ``MemoryError`` if one member does not fit.
+    progress : bool
+        One progress bar over the steps (:func:`bayes_attn.progress.bar`); ``progress_bar`` is its
+        old name (deprecated).
     member_range : (start, stop), optional
         Train only members ``start .. stop - 1`` of the ensemble, with the data, initial weights
         and random keys they have in the whole run (one process's share in a multi-host run; the
@@ -428,32 +365,36 @@ def train_adam(
         ``token_residual``; per member: ``A_bar`` (query, key), ``stopped_at`` (-1 if it never
         stopped), the final losses; attrs: the settings.
     """
+    progress = renamed("progress_bar", progress_bar, "progress", progress)
     s = adam_settings(settings, **changes)
     check_activation(activation)
     d_model = check_int("d_model", d_model, 1)
     P = check_int("P", P, 1)
     members = check_int("members", members, 1)
     lo, hi = _member_range(member_range, members)
-    if s.batch_size is not None:
-        s = dataclasses.replace(s, batch_size=min(s.batch_size, P))
+    s = _for_run(s, P)
     mesh = member_mesh(devices)
     group = _group_size(task, d_model, P, hi - lo, s, mesh, memory_limit, test_tokens)
     rng, seed, key_attrs = resolve_key(key, seed)
     keys = adam_keys(rng)
     tokens, test_tokens = _datasets(task, P, members, tokens, test_tokens, s.num_test, keys)
-    if s.decay_steps is None:
-        s = dataclasses.replace(s, decay_steps=max(s.max_steps - s.warmup_steps, 1))
-    opt = adam_optimizer(
-        s.lr,
-        s.warmup_steps,
-        s.warmup_init,
-        patience=s.patience,
-        min_delta=s.min_delta,
-        decay=s.decay,
-        decay_steps=s.decay_steps,
-        end_fraction=s.end_fraction,
-    )
-    run = _Ensemble(
+    data = (tokens, test_tokens, init)
+    run = _ensemble(task, hyper, activation, d_model, members, s, keys, data, mesh, return_params)
+    groups = [slice(a, min(a + group, hi)) for a in range(lo, hi, group)]
+    runs = _train_groups(run, groups, f"adam {activation} P={P}", progress)
+    data, steps = _history(runs, activation, return_params)
+    attrs = _attrs(run, seed, activation, P, s, key_attrs, len(steps), len(groups))
+    coords = {"member": np.arange(lo, hi), "step": np.asarray(steps)}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _ensemble(task, hyper, activation, d_model, members, s, keys, data, mesh, return_params):
+    """The :class:`_Ensemble` of a run: its optimiser, its chunk program and its data
+    (``data``: the members' datasets, the held-out set, the starting weights or None)."""
+    tokens, test_tokens, init = data
+    opt = optimizer_for(s)
+    P = tokens.shape[1]
+    return _Ensemble(
         task=task,
         hyper=hyper,
         d_model=d_model,
@@ -472,12 +413,16 @@ def train_adam(
         max_steps=s.max_steps,
         return_params=return_params,
     )
-    groups = [slice(a, min(a + group, hi)) for a in range(lo, hi, group)]
-    runs = _train_groups(run, groups, f"adam {activation} P={P}", progress_bar)
-    data, steps = _history(runs, activation, return_params)
-    attrs = _attrs(run, seed, activation, P, s, key_attrs, len(steps), len(groups))
-    coords = {"member": np.arange(lo, hi), "step": np.asarray(steps)}
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _for_run(s: AdamSettings, P: int) -> AdamSettings:
+    """``s`` resolved for a run on ``P`` sequences: the minibatch at most P, and a decay over the
+    steps left after the warm-up when ``decay_steps`` is None."""
+    if s.batch_size is not None:
+        s = dataclasses.replace(s, batch_size=min(s.batch_size, P))
+    if s.decay_steps is None:
+        s = dataclasses.replace(s, decay_steps=max(s.max_steps - s.warmup_steps, 1))
+    return s
 
 
 def _group_size(task, d_model, P, n, s: AdamSettings, mesh, memory_limit, test_tokens) -> int:
@@ -504,10 +449,10 @@ def _member_range(member_range, members: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _train_groups(run: _Ensemble, groups: list[slice], desc: str, progress_bar: bool) -> list:
+def _train_groups(run: _Ensemble, groups: list[slice], desc: str, progress: bool) -> list:
     """Train the member groups one after another under one progress bar."""
     desc += f" ({len(groups)} groups)" if len(groups) > 1 else ""
-    with make_bar(run.max_steps * len(groups), desc, progress_bar) as bar:
+    with make_bar(run.max_steps * len(groups), desc, progress) as bar:
         return [_train_group(run, idx, bar) for idx in groups]
 
 
@@ -651,7 +596,3 @@ def merge_ensembles(parts) -> xr.Dataset:
     parts = [d.reindex(step=steps, method="ffill") for d in parts]
     out = concat_disjoint(parts, "member", expected=np.arange(ref["members"]))
     return out.assign_attrs(ref)
-
-
-# --------------------------------------------------------------------------------------------------
-# Local-minimum filtering

@@ -59,6 +59,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
+from bayes_attn._deprecation import renamed
 from bayes_attn._validation import check_int
 from bayes_attn.inference import potential, smc_evidence
 from bayes_attn.inference._call import model_call
@@ -251,8 +252,9 @@ def basin_evidence(
     boundary: float | None = None,
     side: str | None = None,
     batch_size: int = 0,
-    progress_bar: bool = False,
+    progress: bool = False,
     checkpoint=None,
+    progress_bar: bool | None = None,
     **kwargs,
 ) -> BasinEvidence:
     """Mode, Laplace mass and SMC mass of the basin of ``model``'s posterior that contains ``start``.
@@ -287,8 +289,9 @@ def basin_evidence(
         particles go from the Laplace Gaussian, which is only safe far from a spinodal.
     batch_size : int
         SMC particles per ``lax.map`` batch (0: one vmap); not the model's minibatch.
-    progress_bar : bool
-        :func:`run_smc`'s progress: its cost, a bar over lambda, the rejuvenation.
+    progress : bool
+        :func:`run_smc`'s progress: its cost, a bar over lambda, the rejuvenation
+        (``progress_bar``, its old name, is deprecated).
     checkpoint : str or path, optional
         :func:`run_smc`'s checkpoint file: the SMC run writes its state there after every
         tempering step and resumes from it when rerun with the same arguments (the mode and the
@@ -298,6 +301,7 @@ def basin_evidence(
     -------
     BasinEvidence
     """
+    progress = renamed("progress_bar", progress_bar, "progress", progress)
     model_args, model_kwargs = model_call("basin_evidence", args, kwargs, model_args, model_kwargs)
     rng, _, _ = resolve_key(key, seed)
     replicates = _check_basin(replicates, var, boundary, side)
@@ -315,7 +319,7 @@ def basin_evidence(
     }
     log_Z, steps = _smc_mass(
         mode, H, basin, boundary, side, num_particles=num_particles, num_runs=replicates,
-        key=rng, batch_size=batch_size, progress_bar=progress_bar, checkpoint=checkpoint, **moves,
+        key=rng, batch_size=batch_size, progress=progress, checkpoint=checkpoint, **moves,
     )  # fmt: skip
     mean, se = smc_evidence.log_evidence(log_Z)
     return BasinEvidence(

@@ -87,3 +87,33 @@ def from_draws(posterior, sample_stats, record, model, model_args, model_kwargs)
     stats = {k: np.asarray(v) for k, v in sample_stats.items()}
     idata = az.from_dict({"posterior": posterior, "sample_stats": stats}, coords=coords, dims=dims)
     return finish(idata, record, model, model_args, model_kwargs)
+
+
+def constrained_draws(pot, draws) -> dict:
+    """Every latent and deterministic site of ``pot``'s model (a
+    :class:`~bayes_attn.inference.potential.Potential`) at each flat unconstrained draw of
+    ``draws`` (leading axes kept), as numpy arrays: what NumPyro's ``MCMC`` postprocessing gives,
+    computed through the potential."""
+    import jax
+
+    draws = np.asarray(draws)
+    lead = draws.shape[:-1]
+
+    def sites(x):
+        return {
+            n: s["value"]
+            for n, s in pot.trace(x).items()
+            if s["type"] == "deterministic" or (s["type"] == "sample" and not s["is_observed"])
+        }
+
+    flat = jax.jit(jax.vmap(sites))(draws.reshape(-1, draws.shape[-1]))
+    return {n: np.asarray(v).reshape(*lead, *v.shape[1:]) for n, v in flat.items()}
+
+
+def from_unconstrained(pot, draws, sample_stats, record, model, model_args, model_kwargs):
+    """The result of flat unconstrained draws (chain, draw, dim) of ``pot``'s model (BlackJAX
+    NUTS): the sites and deterministic sites at every draw (:func:`constrained_draws`), named
+    dims, the sample stats given (chain, draw) and the run's record."""
+    return from_draws(
+        constrained_draws(pot, draws), sample_stats, record, model, model_args, model_kwargs
+    )

@@ -1,7 +1,7 @@
 """The local learning coefficient by tempered SMC over the inverse temperature.
 
 :func:`run_llc_smc` (``run_llc(..., sampler="smc")``) samples the localized tempered target of
-:func:`bayes_attn.inference.llc.llc_target` by the package's adaptive tempered SMC
+:func:`bayes_attn.inference.llc_target.llc_target` by the package's adaptive tempered SMC
 (:func:`bayes_attn.inference.run_smc`'s kernel and driver), along the path
 
     p_t(w) ∝ base(w) exp(-t L_n(w)),      t = λ nβ,  λ from 0 to 1,
@@ -37,6 +37,7 @@ filters in hidden Markov models and some applications".
 from __future__ import annotations
 
 import math
+import time
 
 import jax
 import jax.numpy as jnp
@@ -44,10 +45,13 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from bayes_attn import _arviz as az
+from bayes_attn._deprecation import renamed
 from bayes_attn._validation import check_int
 from bayes_attn.inference import llc as _llc
 from bayes_attn.inference import potential, smc_evidence
 from bayes_attn.inference import smc as _smc
+from bayes_attn.inference.llc_frozen import frozen_llc_target
+from bayes_attn.inference.llc_target import LLCTarget, llc_target
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.keys import resolve_key
 
@@ -67,7 +71,7 @@ DEFAULT_MIXING = 0.2
 _ALPHA = 1e-3  # level of the runs' agreement test
 
 
-def _split(target: _llc.LLCTarget, model, model_args, model_kwargs):
+def _split(target: LLCTarget, model, model_args, model_kwargs):
     """(SplitDensity over one flat site ``x``, log Z_base, exact_path, reference name)."""
     d = int(target.x_star.size)
     prior_base = target.include_prior and target.gamma == 0.0
@@ -202,22 +206,26 @@ def run_llc_smc(
     max_tempering_steps: int = 1000,
     seed: int | None = None,
     key=None,
-    progress_bar: bool = False,
+    progress: bool = False,
+    progress_bar: bool | None = None,
 ):
     """The LLC around ``w_star`` by tempered SMC from the base up to nβ (module docstring).
 
     Parameters
     ----------
     nbeta, gamma, include_prior, n
-        As in :func:`bayes_attn.inference.llc.llc_target`.
+        As in :func:`bayes_attn.inference.llc_target.llc_target`.
     frozen : bool
-        Sample :func:`~bayes_attn.inference.llc.frozen_llc_target` (the frozen-embedding network,
+        Sample :func:`~bayes_attn.inference.llc_frozen.frozen_llc_target` (the frozen-embedding network,
         W_O integrated out) instead: the SMC counterpart of ``exact_frozen_llc``.
     num_particles, num_runs
         Particles per run (also the draws per run) and independent runs (the error bar).
     num_mcmc_steps, max_mcmc_steps, mixing_target, target_ess, kernel, num_integration_steps,
     batch_size, max_tempering_steps
         :func:`bayes_attn.inference.run_smc`'s (``mixing_target`` 0.2 here, :data:`DEFAULT_MIXING`).
+    progress : bool
+        Announce the cost and show the progress (``progress_bar``, its old name, still works and
+        warns).
 
     Returns
     -------
@@ -233,47 +241,46 @@ def run_llc_smc(
         ``path_nbeta`` (t_k), ``path_llc`` (λ̂(t_k)), ``path_log_z`` (log Z(t_k)), and
         ``wall_time_s``.
     """
-    import time
-
     t0 = time.perf_counter()
+    progress = renamed("progress_bar", progress_bar, "progress", progress)
     rng, seed, key_attrs = resolve_key(key, seed)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
-    build = _llc.frozen_llc_target if frozen else _llc.llc_target
-    extra = {} if frozen else {"n": n}
-    target = build(
+    target = (frozen_llc_target if frozen else llc_target)(
         model, w_star, model_args=model_args, model_kwargs=model_kwargs, nbeta=nbeta,
-        gamma=gamma, include_prior=include_prior, **extra,
+        gamma=gamma, include_prior=include_prior, **({} if frozen else {"n": n}),
     )  # fmt: skip
-    num_runs = check_int("num_runs", num_runs, 1)
     s = _smc.SMCSettings(
-        num_particles=num_particles, num_runs=num_runs, num_mcmc_steps=num_mcmc_steps,
-        max_mcmc_steps=max_mcmc_steps, mixing_target=mixing_target, target_ess=target_ess,
-        kernel=kernel, num_integration_steps=num_integration_steps, batch_size=batch_size,
+        num_particles=num_particles, num_runs=check_int("num_runs", num_runs, 1),
+        num_mcmc_steps=num_mcmc_steps, max_mcmc_steps=max_mcmc_steps,
+        mixing_target=mixing_target, target_ess=target_ess, kernel=kernel,
+        num_integration_steps=num_integration_steps, batch_size=batch_size,
         max_tempering_steps=max_tempering_steps,
     ).checked()  # fmt: skip
     split, log_z_base, exact_path, ref_name = _split(target, model, model_args, model_kwargs)
-    d = int(target.x_star.size)
-    flat0, unravel = ravel_pytree({"x": jnp.zeros(d)})
-    s = s.for_dimension(d)
-    # run_smc's driver, on this split: the moves, the adaptive schedule, the rejuvenation
-    seconds = _smc._announce(split.log_parts, unravel, flat0, s) if progress_bar else math.nan
-    program = _smc._compile(split, unravel, d, s)
-    with _smc._Progress(progress_bar, s, seconds) as progress:
-        done = _smc._sample(program, rng, s, None, progress)
-
-    x = done.state.smc.sampler_state.particles  # (runs, N, d), equally weighted
-    eve = np.asarray(done.state.eve)
-    loss = _per_particle(target.loss, x, s.batch_size)
-    if target.sq_distance is None:
-        dist = np.asarray(jnp.linalg.norm(x - target.x_star, axis=-1))
-    else:
-        dist = np.sqrt(_per_particle(target.sq_distance, x, s.batch_size))
-    nb, l_star = target.nbeta, target.init_loss
-    llc_runs = nb * (loss.mean(axis=1) - l_star)
-    run_var = np.array([nb**2 * genealogy_variance(loss[r], eve[r]) for r in range(num_runs)])
+    s, done = _run(split, int(target.x_star.size), rng, s, progress)
+    loss, dist, eve, llc_runs, run_var = _estimates(target, done, s)
     chi2, p_value = llc_runs_agreement(llc_runs, run_var)
+    acc = np.broadcast_to(np.asarray(done.last.acceptance_rate)[:, None], loss.shape)
+    record = RunRecord("llc", seed, s.num_runs, 0, s.num_particles, 1, settings={
+        "llc_sampler": "smc", "nbeta": target.nbeta, "gamma": target.gamma,
+        "include_prior": bool(include_prior), "n": target.n, "frozen": int(frozen), **key_attrs,
+    })  # fmt: skip
+    idata = _llc._result(target, record, loss, dist, acc, math.nan, model, model_args, model_kwargs)
+    attrs = {
+        "llc_runs": llc_runs, "llc_run_se": np.sqrt(run_var), "llc_runs_chi2": chi2,
+        "llc_runs_p_value": p_value, "log_z_base": log_z_base, "exact_path": int(exact_path),
+        "reference": ref_name, **_path(done, target, log_z_base, exact_path),
+        **_run_attrs(done, eve, s), "wall_time_s": time.perf_counter() - t0,
+    }  # fmt: skip
+    for group in az.groups(idata):
+        idata[group].attrs.update(attrs)
+    return idata
 
-    # the path: t_k, λ̂(t_k) and log Z(t_k) per step (the tempered part is -nβ L_n + log Z_base)
+
+def _path(done, target, log_z_base, exact_path) -> dict:
+    """t_k, λ̂(t_k) and log Z(t_k) per tempering step, all runs concatenated (the tempered part
+    is -nβ L_n + log Z_base; NaN where the base's log Z is not exact), and the evidence."""
+    nb, l_star = target.nbeta, target.init_loss
     lam = np.concatenate([[r.tempering_param for r in run] for run in done.records])
     mean_l = np.concatenate([[r.mean_log_likelihood for r in run] for run in done.records])
     cum = np.concatenate([np.cumsum([r.log_increment for r in run]) for run in done.records])
@@ -283,35 +290,18 @@ def run_llc_smc(
     path_log_z = cum + (1.0 - lam) * log_z_base if exact_path else np.full_like(t, np.nan)
     log_z_runs = smc_evidence.run_log_evidences(done.records)
     log_z, log_z_se = smc_evidence.log_evidence(log_z_runs)
+    return {"path_nbeta": t, "path_llc": path_llc, "path_log_z": path_log_z,
+            "log_evidence": log_z, "log_evidence_se": log_z_se,
+            "log_evidence_runs": log_z_runs}  # fmt: skip
 
-    acc = np.broadcast_to(np.asarray(done.last.acceptance_rate)[:, None], loss.shape)
-    record = RunRecord(
-        "llc", seed, num_runs, 0, s.num_particles, 1,
-        settings={
-            "llc_sampler": "smc", "nbeta": nb, "gamma": target.gamma,
-            "include_prior": bool(include_prior), "n": target.n, "frozen": int(frozen),
-            **key_attrs,
-        },
-    )  # fmt: skip
-    idata = _llc._result(target, record, loss, dist, acc, math.nan, model, model_args, model_kwargs)
-    attrs = {
-        "llc_runs": llc_runs,
-        "llc_run_se": np.sqrt(run_var),
-        "llc_runs_chi2": chi2,
-        "llc_runs_p_value": p_value,
+
+def _run_attrs(done, eve, s) -> dict:
+    """The runs' lineages, tempering steps and moves, and the SMC settings (the result's attrs)."""
+    return {
         "num_eve_lineages": np.array([np.unique(e).size for e in eve]),
         "min_lineages": s.min_lineages,
         "num_particles": s.num_particles,
-        "log_evidence": log_z,
-        "log_evidence_se": log_z_se,
-        "log_evidence_runs": log_z_runs,
-        "log_z_base": log_z_base,
-        "exact_path": int(exact_path),
-        "reference": ref_name,
         "num_tempering_steps": np.array([len(run) for run in done.records]),
-        "path_nbeta": t,
-        "path_llc": path_llc,
-        "path_log_z": path_log_z,
         "smc_kernel": s.kernel,
         "mixing_target": s.mixing_target,
         "target_ess": s.target_ess,
@@ -319,8 +309,31 @@ def run_llc_smc(
         "total_moves": int(
             sum(r.num_moves for run in done.records for r in run) + np.sum(done.last.num_moves)
         ),
-        "wall_time_s": time.perf_counter() - t0,
     }
-    for group in az.groups(idata):
-        idata[group].attrs.update(attrs)
-    return idata
+
+
+def _estimates(target, done, s):
+    """The loss and |w - w*| of every particle (runs, N), the eve indices, each run's λ̂ and its
+    genealogy variance."""
+    x = done.state.smc.sampler_state.particles  # (runs, N, d), equally weighted
+    eve = np.asarray(done.state.eve)
+    loss = _per_particle(target.loss, x, s.batch_size)
+    if target.sq_distance is None:
+        dist = np.asarray(jnp.linalg.norm(x - target.x_star, axis=-1))
+    else:
+        dist = np.sqrt(_per_particle(target.sq_distance, x, s.batch_size))
+    nb, l_star = target.nbeta, target.init_loss
+    llc_runs = nb * (loss.mean(axis=1) - l_star)
+    run_var = np.array([nb**2 * genealogy_variance(loss[r], eve[r]) for r in range(len(loss))])
+    return loss, dist, eve, llc_runs, run_var
+
+
+def _run(split, d, rng, s, progress):
+    """run_smc's driver on this split (the moves, the adaptive schedule, the rejuvenation): the
+    settings for dimension ``d`` and the finished runs."""
+    flat0, unravel = ravel_pytree({"x": jnp.zeros(d)})
+    s = s.for_dimension(d)
+    seconds = _smc._announce(split.log_parts, unravel, flat0, s) if progress else math.nan
+    program = _smc._compile(split, unravel, d, s)
+    with _smc._Progress(progress, s, seconds) as shown:
+        return s, _smc._sample(program, rng, s, None, shown)

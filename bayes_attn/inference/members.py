@@ -21,12 +21,11 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
-from numpyro.infer.util import potential_energy
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_int
-from bayes_attn.inference.hmc import LAPLACE_GRADIENTS, adapt_nuts_step, laplace_metric
+from bayes_attn.inference.hmc import LAPLACE_GRADIENTS, adapt_nuts_step, laplace_metric, nuts_scan
+from bayes_attn.inference.potential import flat_potential
 from bayes_attn.inference.sgld import SGLD
 from bayes_attn.inference.sharding import sharded_map
 from bayes_attn.models.network import forward, loss_per_token, network_model
@@ -77,6 +76,26 @@ def sgld_step_size(potential, positions, d_model: int, *, iters: int = 40) -> fl
     lam = jax.jit(jax.vmap(top))(jnp.arange(members), positions)
     lam_max = float(jnp.max(lam))
     return min(STEP_CAP / d_model, STEP_SAFETY / lam_max) if lam_max > 0 else STEP_CAP / d_model
+
+
+def _split(params, train_embeddings):
+    """A member's weights as (the latent sites, the frozen embeddings or None)."""
+    emb = None if train_embeddings else (params["W_emb"], params["p"])
+    latent = {n: w for n, w in params.items() if train_embeddings or n not in ("W_emb", "p")}
+    return latent, emb
+
+
+def _default_step(model, tokens, latent, emb, d_model):
+    """:func:`sgld_step_size` at the members' weights, each member's density ``model(tokens[m],
+    embeddings[m])`` through :func:`~bayes_attn.inference.potential.flat_potential`."""
+
+    def potential(m, z):
+        e = None if emb is None else (emb[0][m], emb[1][m])
+        return flat_potential(model, (tokens[m], e)).U(z)
+
+    first = None if emb is None else (emb[0][0], emb[1][0])
+    ravel = flat_potential(model, (tokens[0], first)).ravel
+    return sgld_step_size(potential, jax.vmap(ravel)(latent), d_model)
 
 
 def sgld_program(
@@ -137,28 +156,16 @@ def sgld_program(
         return jax.lax.scan(draw, state, None, length=steps)[1]
 
     programs = {}
-
-    def split(params):
-        emb = None if train_embeddings else (params["W_emb"], params["p"])
-        latent = {n: w for n, w in params.items() if train_embeddings or n not in ("W_emb", "p")}
-        return latent, emb
-
-    def default_step(tokens, params):
-        latent, emb = split(params)
-        flat = jax.vmap(lambda t: ravel_pytree(t)[0])(latent)
-        unravel = ravel_pytree(jax.tree.map(lambda w: w[0], latent))[1]
-
-        def potential(m, z):
-            e = None if emb is None else (emb[0][m], emb[1][m])
-            return potential_energy(partial(model, full=True), (tokens[m], e), {}, unravel(z))
-
-        return sgld_step_size(potential, flat, d_model)
+    split = partial(_split, train_embeddings=train_embeddings)
 
     def run(keys, tokens, params):
         """Per member and draw the observables; ``step_size`` (member,) the step used."""
         params = {n: jnp.asarray(w) for n, w in params.items()}
         tokens = jnp.asarray(tokens)
-        step = step_size if step_size is not None else default_step(tokens, params)
+        if step_size is None:
+            step = _default_step(partial(model, full=True), tokens, *split(params), d_model)
+        else:
+            step = step_size
         if step not in programs:
             programs[step] = build(step)
         obs = dict(programs[step]((keys, tokens, params)))
@@ -290,14 +297,13 @@ def member_nuts(
     def run(keys, positions, member_args, step_size, inv_mass):
         def one(x, step_size, inv_mass):
             key, position, args = x
-            nuts = blackjax.nuts(lambda z: logdensity_fn(z, *args), step_size, inv_mass)
-
-            def step(state, k):
-                state, info = nuts.step(k, state)
-                return state, (observe_fn(state.position, *args), info.num_integration_steps)
-
-            keys = jax.random.split(key, num_burn + num_draws)
-            return jax.lax.scan(step, nuts.init(position), keys)[1]
+            logdensity = lambda z: logdensity_fn(z, *args)  # noqa: E731
+            state = blackjax.nuts.init(position, logdensity)
+            observe = lambda z: observe_fn(z, *args)  # noqa: E731
+            n = num_burn + num_draws
+            draws, _, leapfrogs, _ = nuts_scan(key, state, logdensity, step_size, inv_mass, n,
+                                               observe)[1]  # fmt: skip
+            return draws, leapfrogs
 
         return sharded_map(one, (keys, positions, member_args), step_size, inv_mass, mesh=mesh)
 

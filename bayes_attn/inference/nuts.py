@@ -1,12 +1,20 @@
 """NUTS over any of the package's NumPyro models, returning ArviZ InferenceData.
 
-Two metrics (``run_nuts(..., metric=...)``):
+``run_nuts`` is a thin driver over the one NUTS home, :mod:`bayes_attn.inference.hmc`
+(BlackJAX's kernel): the model's density comes from :mod:`bayes_attn.inference.potential`, the
+chains are vectorised, the draws are scanned in compiled chunks between the progress bar's
+updates (the draws do not depend on the chunks: every transition has its own key), and
+:func:`bayes_attn.inference.convert.from_unconstrained` builds the result. Its defaults live in
+:class:`NUTSSettings`. Two metrics (``run_nuts(..., metric=...)``):
 
-* ``"adapt"`` (default): NumPyro's windowed warm-up adapts a diagonal mass matrix and the step.
+* ``"adapt"`` (default): Stan's windowed warm-up
+  (:func:`~bayes_attn.inference.hmc.window_adaptation`, the LLC's NUTS uses it too) adapts a
+  diagonal mass matrix and the step of each chain, as NumPyro's did.
 * ``"laplace"``: the mode is found first (:func:`~bayes_attn.inference.potential.find_mode`),
   the dense inverse mass matrix is the Laplace covariance there
-  (:func:`~bayes_attn.inference.members.laplace_metric`, the one that
-  :func:`~bayes_attn.inference.members.member_nuts` uses), held fixed, and only the step adapts;
+  (:func:`~bayes_attn.inference.hmc.laplace_metric`, the one that
+  :func:`~bayes_attn.inference.members.member_nuts` uses), held fixed, and only the step adapts
+  (:func:`~bayes_attn.inference.hmc.adapt_nuts_step`, each chain its own);
   the chains start at independent draws of the Laplace approximation around the mode, so a short
   warm-up suffices. In the metric's coordinates a near-Gaussian posterior is near-isotropic and
   correlations cost nothing. Any fixed metric leaves the posterior invariant: the choice costs
@@ -14,43 +22,70 @@ Two metrics (``run_nuts(..., metric=...)``):
   need ``"adapt"`` or SMC. Measured on the README's d = 10^4 network (Level 1 with its Gram, 900
   dimensions, P = 400), 2 chains x (150 + 150): 15 gradients per draw against 23 for ``"adapt"``
   with the same warm-up, at the same ESS (594 and 586 of 300 draws for aG). What made the
-  default call slow there was its length (4 chains x 2000 iterations), not its metric.
+  default call slow there was its length (4 chains x 2000 iterations), not its metric. (Measured
+  with NumPyro's NUTS, which ``run_nuts`` drove until BlackJAX replaced it.)
 
-Both announce their cost before they start (``progress_bar=True``; :mod:`bayes_attn.progress`).
+Both announce their cost before they start (``progress=True``; :mod:`bayes_attn.progress`).
 
 References
 ----------
-NumPyro's ``MCMC``/``NUTS`` with vectorised chains; ArviZ ``from_numpyro``. Hoffman & Gelman
+BlackJAX's ``nuts`` and ``window_adaptation``; Stan's warm-up windows. Hoffman & Gelman
 (2014) for NUTS; Betancourt (2017), "A conceptual introduction to Hamiltonian Monte Carlo", §4.2,
 for the metric as the inverse of the posterior's curvature.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
-from numpyro.infer import MCMC, NUTS
-from numpyro.infer.util import initialize_model
 
 from bayes_attn import _arviz as az
+from bayes_attn._deprecation import renamed
 from bayes_attn._validation import check_int
+from bayes_attn.inference import hmc
 from bayes_attn.inference._call import model_call
-from bayes_attn.inference.convert import from_mcmc
-from bayes_attn.inference.members import LAPLACE_GRADIENTS, laplace_metric
-from bayes_attn.inference.potential import find_mode, flat_potential, unconstrained_init
+from bayes_attn.inference.convert import from_unconstrained
+from bayes_attn.inference.hmc import GRADIENTS_PER_DRAW, laplace_metric
+from bayes_attn.inference.potential import find_mode, flat_potential, uniform_init
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.keys import resolve_key
-from bayes_attn.progress import announce, say, seconds_per_call
+from bayes_attn.progress import announce, bar, say, seconds_per_call
 
-__all__ = ["METRICS", "LaplaceStart", "laplace_start", "run_nuts"]
+__all__ = ["GRADIENTS_PER_DRAW", "METRICS", "LaplaceStart", "NUTSSettings", "laplace_start",
+           "run_nuts"]  # fmt: skip
 
 METRICS = ("adapt", "laplace")
 
-#: gradients per NUTS transition assumed by the cost estimate, (low, high) per metric: "adapt",
-#: trees of depth 3 to 10 (NumPyro's maximum); "laplace", members.LAPLACE_GRADIENTS
-GRADIENTS_PER_DRAW = {"adapt": (7, 1023), "laplace": LAPLACE_GRADIENTS}
+
+@dataclasses.dataclass(frozen=True)
+class NUTSSettings:
+    """The defaults of :func:`run_nuts`, its one home (the CLI and the sweep read them here).
+
+    Attributes
+    ----------
+    num_chains, num_warmup, num_samples : int
+        Chains (vectorised), warm-up transitions and kept draws per chain.
+    target_accept : float
+        The acceptance the step adapts towards (dual averaging).
+    metric : {"adapt", "laplace"}
+        The mass matrix (module docstring).
+    progress : bool
+        The cost announced first and the progress bar.
+    chunk : int
+        Draws per compiled chunk between the bar's updates (the draws do not depend on it).
+    """
+
+    num_chains: int = 4
+    num_warmup: int = 1000
+    num_samples: int = 1000
+    target_accept: float = 0.8
+    metric: str = "adapt"
+    progress: bool = True
+    chunk: int = 250
 
 
 class LaplaceStart(NamedTuple):
@@ -61,8 +96,8 @@ class LaplaceStart(NamedTuple):
     mode : bayes_attn.inference.potential.Mode
         The mode (flat unconstrained ``mode.x``; ``mode.sites()`` its constrained values).
     inverse_mass_matrix : numpy.ndarray (dim, dim)
-        The Laplace covariance at the mode, in NumPyro's unconstrained space (sites sorted by
-        name, as ``MCMC`` ravels them).
+        The Laplace covariance at the mode, in the flat unconstrained space of
+        :func:`~bayes_attn.inference.potential.flat_potential` (sites sorted by name).
     chain_starts : dict
         Unconstrained starting values per latent site with a leading chain axis (none when
         ``num_chains == 1``): independent draws of N(mode, inverse_mass_matrix).
@@ -74,12 +109,25 @@ class LaplaceStart(NamedTuple):
 
 
 def _default_start(pot, key) -> dict:
-    """NumPyro's own initial value (uniform in [-2, 2] in the unconstrained space), constrained."""
-    info = initialize_model(
-        key, pot.model, model_args=pot.model_args, model_kwargs=pot.model_kwargs
-    )
-    sites = pot.sites(pot.ravel(info.param_info.z))
+    """NumPyro's default initial value (uniform in [-2, 2] in the unconstrained space,
+    :func:`~bayes_attn.inference.potential.uniform_init`), constrained."""
+    sites = pot.sites(uniform_init(pot, key))
     return {n: sites[n] for n in pot.shapes}
+
+
+def _laplace(pot, start, num_chains, key, chunk, progress):
+    """The mode from ``start``, its Laplace covariance, and ``num_chains`` flat draws of N(mode,
+    covariance) (chains, dim)."""
+    k_start, k_draw = jax.random.split(key)
+    start = _default_start(pot, k_start) if start is None else start
+    mode = find_mode(pot.model, start=start, model_args=pot.model_args,
+                     model_kwargs=pot.model_kwargs)  # fmt: skip
+    if not mode.converged:
+        say("the mode search stopped before its tolerance (U = %.6g)", mode.U, enabled=progress)
+    cov = laplace_metric(lambda x: pot.log_density(x), mode.x, chunk=chunk)
+    root = np.linalg.cholesky(cov + 1e-12 * np.trace(cov) / cov.shape[0] * np.eye(cov.shape[0]))
+    z = np.asarray(jax.random.normal(k_draw, (num_chains, pot.dim)))
+    return mode, cov, mode.x[None, :] + z @ root.T
 
 
 def laplace_start(
@@ -118,26 +166,17 @@ def laplace_start(
     """
     num_chains = check_int("num_chains", num_chains, 1)
     key = jax.random.key(0) if key is None else key
-    k_start, k_draw = jax.random.split(key)
     pot = flat_potential(model, model_args, model_kwargs)
-    start = _default_start(pot, k_start) if start is None else start
-    mode = find_mode(model, start=start, model_args=pot.model_args, model_kwargs=pot.model_kwargs)
-    if not mode.converged:
-        say("the mode search stopped before its tolerance (U = %.6g)", mode.U, enabled=progress)
-    cov = laplace_metric(lambda x: pot.log_density(x), mode.x, chunk=chunk)
-    root = np.linalg.cholesky(cov + 1e-12 * np.trace(cov) / cov.shape[0] * np.eye(cov.shape[0]))
-    z = np.asarray(jax.random.normal(k_draw, (num_chains, pot.dim)))
-    x = mode.x[None, :] + z @ root.T
-    starts = jax.vmap(pot.unravel)(x)
+    mode, cov, x = _laplace(pot, start, num_chains, key, chunk, progress)
+    starts = jax.vmap(pot.unravel)(jnp.asarray(x))
     if num_chains == 1:
         starts = jax.tree.map(lambda a: a[0], starts)
     return LaplaceStart(mode, cov, starts)
 
 
-def _announce_cost(model, model_args, model_kwargs, metric, num_chains, num_warmup, num_samples):
+def _announce_cost(pot, metric, num_chains, num_warmup, num_samples):
     """Say what the run costs before it starts: one timed gradient times the gradients it takes."""
-    pot = flat_potential(model, model_args, model_kwargs)
-    x0 = pot.unconstrain(_default_start(pot, jax.random.key(0)))
+    x0 = uniform_init(pot, jax.random.key(0))
     seconds = seconds_per_call(jax.jit(jax.grad(pot.U)), x0)
     lo, hi = GRADIENTS_PER_DRAW[metric]
     draws = num_chains * (num_warmup + num_samples)
@@ -150,24 +189,130 @@ def _announce_cost(model, model_args, model_kwargs, metric, num_chains, num_warm
     announce(what, (extra + lo * draws, extra + hi * draws), seconds)
 
 
+def _given_starts(pot, init_params, num_chains) -> np.ndarray:
+    """The flat unconstrained starts (chains, dim) of constrained ``init_params`` (a leading
+    chain axis when ``num_chains > 1``)."""
+    rows = []
+    for c in range(num_chains):
+        one = {k: (np.asarray(v)[c] if num_chains > 1 else v) for k, v in init_params.items()}
+        try:
+            rows.append(np.asarray(pot.unconstrain(one)))
+        except ValueError as err:
+            raise ValueError(f"init_params: {str(err).removeprefix('start: ')}") from None
+    return np.stack(rows)
+
+
+def _starts(pot, key, init_params, num_chains, metric, start, progress):
+    """The chains' flat starts (chains, dim), the Laplace metric (or None) and what to record."""
+    given = None if init_params is None else _given_starts(pot, init_params, num_chains)
+    if metric != "laplace":
+        x0 = uniform_init(pot, key, num_chains) if given is None else given
+        return x0, None, {}
+    if start is None and init_params is not None:
+        start = {k: (v[0] if num_chains > 1 else v) for k, v in init_params.items()}
+    mode, cov, draws = _laplace(pot, start, num_chains, key, 30, progress)
+    x0 = draws if given is None else given
+    return x0, cov, {"mode_potential": mode.U, "mode_converged": mode.converged}
+
+
+def _window_warmup(key, x, logdensity, stages, target_accept):
+    """One chain's Stan window warm-up (:func:`~bayes_attn.inference.hmc.window_adaptation`):
+    its last state, step and diagonal inverse mass matrix; ``stages`` the
+    :func:`~bayes_attn.inference.hmc.window_schedule` of its steps."""
+    init, update, final = hmc.window_adaptation(target_accept)
+    k_init, k_steps = jax.random.split(key)
+    state, window = init(k_init, x, logdensity)
+    if len(stages) == 0:
+        return state, window.step_size, window.inverse_mass_matrix
+
+    def step(carry, xs):
+        state, window, _ = update(xs[0], *carry, logdensity, xs[1])
+        return (state, window), None
+
+    keys = jax.random.split(k_steps, len(stages))
+    (state, window), _ = jax.lax.scan(step, (state, window), (keys, jnp.asarray(stages)))
+    return state, *final(window)
+
+
+def _warmup(pot, key, x0, inv_mass, num_warmup, target_accept):
+    """Every chain's warm-up (vmapped): its last state, step and inverse mass matrix. With the
+    Laplace metric (``inv_mass``) only the step adapts
+    (:func:`~bayes_attn.inference.hmc.adapt_nuts_step`)."""
+    logdensity = pot.log_density
+    stages = hmc.window_schedule(num_warmup)  # outside the trace: a constant of the program
+
+    def one(k, x):
+        if inv_mass is None:
+            return _window_warmup(k, x, logdensity, stages, target_accept)
+        state, step = hmc.adapt_nuts_step(k, x, logdensity, inv_mass, num_warmup, target_accept)
+        return state, step, inv_mass
+
+    keys = jax.random.split(key, x0.shape[0])
+    return jax.jit(jax.vmap(one))(keys, jnp.asarray(x0))
+
+
+def _draws(pot, key, warm, num_samples, chunk, shown):
+    """``num_samples`` transitions of every chain from its warm state, in compiled chunks of
+    ``chunk`` (the bar moves between them): positions (chain, draw, dim), log densities and
+    the NUTS stats (chain, draw)."""
+    state, step, inv_mass = warm
+    chains = step.shape[0]
+    keys = jax.vmap(lambda k: jax.random.split(k, num_samples))(jax.random.split(key, chains))
+    run = jax.jit(jax.vmap(lambda k, s, e, m: hmc.nuts_transitions(k, s, pot.log_density, e, m)))
+    parts = []
+    for lo in range(0, num_samples, chunk):
+        state, out = run(keys[:, lo : lo + chunk], state, step, inv_mass)
+        parts.append(jax.tree.map(np.asarray, out))
+        shown.update(chains * min(chunk, num_samples - lo))
+    return jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
+
+
+def _sample_stats(lp, stats, step) -> dict:
+    """The sample stats under ArviZ's names, (chain, draw)."""
+    n_steps = np.asarray(stats["num_integration_steps"])
+    return {
+        "lp": lp,
+        "energy": stats["energy"],
+        "acceptance_rate": stats["acceptance_rate"],
+        "diverging": np.asarray(stats["is_divergent"], bool),
+        "n_steps": n_steps,
+        "tree_depth": np.log2(n_steps + 1.0),  # NumPyro's: doublings of a full tree
+        "step_size": np.broadcast_to(np.asarray(step)[:, None], n_steps.shape).copy(),
+    }
+
+
+def _check(num_chains, num_warmup, num_samples, metric, start, target_accept):
+    num_chains = check_int("num_chains", num_chains, 1)
+    num_warmup = check_int("num_warmup", num_warmup, 0)
+    num_samples = check_int("num_samples", num_samples, 1)
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    if start is not None and metric != "laplace":
+        raise ValueError("start: only used with metric='laplace'")
+    if not 0.0 < float(target_accept) < 1.0:
+        raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
+    return num_chains, num_warmup, num_samples
+
+
 def run_nuts(
     model,
     *args,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
-    num_chains: int = 4,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
+    num_chains: int = NUTSSettings.num_chains,
+    num_warmup: int = NUTSSettings.num_warmup,
+    num_samples: int = NUTSSettings.num_samples,
     seed: int | None = None,
     key=None,
-    progress_bar: bool = True,
-    target_accept: float = 0.8,
+    progress: bool = NUTSSettings.progress,
+    target_accept: float = NUTSSettings.target_accept,
     init_params: dict | None = None,
-    metric: str = "adapt",
+    metric: str = NUTSSettings.metric,
     start: dict | None = None,
+    progress_bar: bool | None = None,
     **kwargs,
 ) -> az.InferenceData:
-    """Sample ``model(*model_args, **model_kwargs)`` with NUTS, chains vectorised.
+    """Sample ``model(*model_args, **model_kwargs)`` with NUTS (BlackJAX), chains vectorised.
 
     Parameters
     ----------
@@ -177,19 +322,24 @@ def run_nuts(
         The model's arguments, apart from the sampler's options. (The old form
         ``run_nuts(model, *model_args, ..., **model_kwargs)`` still works and warns.)
     num_chains, num_warmup, num_samples : int
+        Defaults: :class:`NUTSSettings`.
     seed, key : int or jax PRNG key
         Either (seed 0 when neither is given).
-    progress_bar : bool
-        NumPyro's progress bar, and the cost announced before the run starts.
+    progress : bool
+        The cost announced before the run starts, and a progress bar. (``progress_bar=`` is the
+        old name: it still works and warns.)
+    target_accept : float
+        The acceptance the step adapts towards.
     init_params : dict, optional
-        Starting values per site in the constrained space (the sites' own values), with a leading
-        chain axis when ``num_chains > 1`` (for example to start chains in different phases).
+        Starting values of every latent site in the constrained space (the sites' own values),
+        with a leading chain axis when ``num_chains > 1`` (for example to start chains in
+        different phases). Default: NumPyro's, uniform in [-2, 2] in the unconstrained space.
     metric : {"adapt", "laplace"}
-        ``"adapt"``: NumPyro's adapted diagonal mass matrix. ``"laplace"``: a dense inverse mass
-        matrix, the Laplace covariance at the mode found from ``start`` (module docstring; for
-        Level 1 and the frozen-embedding networks: fewer gradients per draw, and a short warm-up
-        since there is no metric to learn); the chains start at draws of the Laplace
-        approximation unless ``init_params`` is given.
+        ``"adapt"``: an adapted diagonal mass matrix per chain (Stan's windowed warm-up).
+        ``"laplace"``: a dense inverse mass matrix, the Laplace covariance at the mode found from
+        ``start`` (module docstring; for Level 1 and the frozen-embedding networks: fewer
+        gradients per draw, and a short warm-up since there is no metric to learn); the chains
+        start at draws of the Laplace approximation unless ``init_params`` is given.
     start : dict, optional
         With ``metric="laplace"``: constrained values of the latent sites in the basin of the
         mode (default: the first chain's ``init_params``, else NumPyro's initial value).
@@ -197,58 +347,29 @@ def run_nuts(
     Returns
     -------
     arviz.InferenceData
-        ``posterior`` (sites and derived order parameters), ``sample_stats`` (``diverging``,
-        ``energy``, ``tree_depth``, ``step_size``, ...), ``observed_data`` (``tokens``, when the model
-        is given a dataset) and ``attrs``: the run's record (:mod:`bayes_attn.inference.record`:
-        sampler, seed, chains, warm-up, draws, level, model options, versions; ``metric``).
+        ``posterior`` (sites and deterministic sites, such as the order parameters),
+        ``sample_stats`` (``diverging``, ``energy``, ``lp``, ``acceptance_rate``, ``n_steps``,
+        ``tree_depth``, ``step_size``), ``observed_data`` (``tokens``, when the model is given a
+        dataset) and ``attrs``: the run's record (:mod:`bayes_attn.inference.record`: sampler,
+        seed, chains, warm-up, draws, level, model options, versions; ``metric``).
     """
+    progress = renamed("progress_bar", progress_bar, "progress", progress)
     model_args, model_kwargs = model_call("run_nuts", args, kwargs, model_args, model_kwargs)
-    num_chains = check_int("num_chains", num_chains, 1)
-    num_warmup = check_int("num_warmup", num_warmup, 0)
-    num_samples = check_int("num_samples", num_samples, 1)
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    if start is not None and metric != "laplace":
-        raise ValueError("start: only used with metric='laplace'")
+    num_chains, num_warmup, num_samples = _check(
+        num_chains, num_warmup, num_samples, metric, start, target_accept
+    )
     rng, seed, key_attrs = resolve_key(key, seed)
-    if progress_bar:
-        _announce_cost(model, model_args, model_kwargs, metric, num_chains, num_warmup, num_samples)
-    init = unconstrained_init(model, model_args, model_kwargs, init_params, num_chains)
-    settings = {"target_accept": target_accept, "init_given": init_params is not None, **key_attrs}
-    settings["metric"] = metric
-    if metric == "laplace":
-        rng, k_laplace = jax.random.split(rng)
-        if start is None and init_params is not None:
-            start = {k: (v[0] if num_chains > 1 else v) for k, v in init_params.items()}
-        lap = laplace_start(
-            model, model_args, model_kwargs, start=start, num_chains=num_chains, key=k_laplace,
-            progress=progress_bar,
-        )  # fmt: skip
-        init = lap.chain_starts if init is None else init
-        kernel = NUTS(
-            model,
-            target_accept_prob=target_accept,
-            dense_mass=True,
-            inverse_mass_matrix=lap.inverse_mass_matrix,
-            adapt_mass_matrix=False,
-        )
-        settings.update(mode_potential=lap.mode.U, mode_converged=lap.mode.converged)
-    else:
-        kernel = NUTS(model, target_accept_prob=target_accept)
-    mcmc = MCMC(
-        kernel,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method="vectorized",
-        progress_bar=progress_bar,
-    )
-    mcmc.run(
-        rng,
-        *model_args,
-        extra_fields=("diverging", "energy", "num_steps", "adapt_state.step_size"),
-        init_params=init,
-        **model_kwargs,
-    )
+    pot = flat_potential(model, model_args, model_kwargs)
+    if progress:
+        _announce_cost(pot, metric, num_chains, num_warmup, num_samples)
+    k_start, k_warmup, k_draws = jax.random.split(rng, 3)
+    x0, inv_mass, found = _starts(pot, k_start, init_params, num_chains, metric, start, progress)
+    settings = {"target_accept": target_accept, "init_given": init_params is not None,
+                **key_attrs, "metric": metric, **found}  # fmt: skip
+    with bar(num_chains * (num_warmup + num_samples), "run_nuts", progress) as shown:
+        warm = _warmup(pot, k_warmup, x0, inv_mass, num_warmup, target_accept)
+        shown.update(num_chains * num_warmup)
+        x, lp, stats = _draws(pot, k_draws, warm, num_samples, NUTSSettings.chunk, shown)
     record = RunRecord("nuts", seed, num_chains, num_warmup, num_samples, settings=settings)
-    return from_mcmc(mcmc, record, model, model_args, model_kwargs)
+    stats = _sample_stats(lp, stats, warm[1])
+    return from_unconstrained(pot, x, stats, record, model, model_args, model_kwargs)

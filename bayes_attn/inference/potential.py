@@ -23,6 +23,8 @@ model's evidence in any parameterisation.
 * :func:`find_mode`: a local minimum of ``U`` from a start inside its basin (trust-region Newton).
 * :func:`hessian`: ``U``'s Hessian at a point, dense, by Hessian-vector products in chunks.
 * :func:`unconstrained_init`: constrained initial values in the form ``MCMC.run`` expects.
+* :func:`uniform_init`: NumPyro's default initial point (uniform in [-2, 2], unconstrained).
+* :func:`seconds_per_gradient`: the wall time of one gradient of a model's potential.
 
 Every function here hides the model's sites from enclosing handlers (``handlers.block``), so a
 potential can be evaluated inside another NumPyro model (the whitened basin model, an umbrella
@@ -60,7 +62,9 @@ __all__ = [
     "flat_potential",
     "full_plates",
     "hessian",
+    "seconds_per_gradient",
     "split_log_density",
+    "uniform_init",
     "unconstrained_init",
 ]
 
@@ -484,3 +488,34 @@ def unconstrained_init(model, model_args, model_kwargs, init_params, num_chains)
     if unknown:
         raise ValueError(f"init_params: no sample site {sorted(unknown)} in the model")
     return transform_fn({k: transforms[k] for k in init_params}, dict(init_params), invert=True)
+
+
+def uniform_init(pot: Potential, key, num: int | None = None, *, radius: float = 2.0):
+    """NumPyro's default initial point (``init_to_uniform``): uniform in [-radius, radius] in the
+    flat unconstrained space of ``pot``, redrawn (up to 100 times, from ``fold_in(key, try)``)
+    where the potential is not finite. ``num`` points with a leading axis, or one (None)."""
+    n = 1 if num is None else check_int("num", num, 1)
+    x = np.zeros((n, pot.dim))
+    todo = np.ones(n, bool)
+    potentials = jax.jit(jax.vmap(pot.U))
+    for attempt in range(100):
+        shape = (n, pot.dim)
+        cand = np.asarray(jax.random.uniform(jax.random.fold_in(key, attempt), shape,
+                                             minval=-radius, maxval=radius))  # fmt: skip
+        ok = todo & np.isfinite(np.asarray(potentials(jnp.asarray(cand))))
+        x[ok], todo = cand[ok], todo & ~ok
+        if not todo.any():
+            return x[0] if num is None else x
+    raise ValueError(
+        f"model: no finite log density at 100 uniform draws in [-{radius}, {radius}] of the "
+        "unconstrained space; give init_params"
+    )
+
+
+def seconds_per_gradient(model, model_args=(), model_kwargs=None) -> float:
+    """Wall time of one gradient of ``model``'s potential at its :func:`uniform_init` point,
+    after compiling it (:func:`bayes_attn.progress.seconds_per_call`)."""
+    from bayes_attn.progress import seconds_per_call
+
+    pot = flat_potential(model, model_args, model_kwargs)
+    return seconds_per_call(jax.jit(jax.grad(pot.U)), uniform_init(pot, jax.random.key(0)))

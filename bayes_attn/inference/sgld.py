@@ -23,6 +23,7 @@ M. Welling and Y. W. Teh, "Bayesian learning via stochastic gradient Langevin dy
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -49,6 +50,7 @@ from numpyro.infer.util import (
 from numpyro.util import is_prng_key, not_jax_tracer
 
 from bayes_attn import _arviz as az
+from bayes_attn._deprecation import renamed
 from bayes_attn._validation import SamplerDiverged, check_int, check_positive
 from bayes_attn.inference._call import model_call
 from bayes_attn.inference.convert import from_draws
@@ -65,6 +67,35 @@ SAMPLE_STATS = ("potential_energy", "grad_norm", "step_size")
 BLOWUP = 1e3
 """A chain has blown up when its potential energy rises more than ``BLOWUP (D + 10) max(T, 1)``
 above its start (D the unconstrained dimension): in equilibrium it sits O(D T) above the mode."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SGLDSettings:
+    """:func:`run_sgld`'s options and their defaults (the one place they are set).
+
+    The fields are :func:`run_sgld`'s keyword arguments of the same names, whose defaults come
+    from here; the CLI's options and the ``sgld`` sweep's ``DEFAULTS`` read them.
+
+    Attributes
+    ----------
+    num_chains, num_warmup, num_samples, thinning : int
+        Chains (vectorised), discarded warm-up steps, kept steps before thinning, thinning.
+    step_size : float
+        The constant step size (a schedule is passed to :func:`run_sgld` directly).
+    temperature : float
+    dtype : {"float64", "float32"}
+    """
+
+    num_chains: int = 4
+    num_warmup: int = 1000
+    num_samples: int = 1000
+    step_size: float = 1e-4
+    temperature: float = 1.0
+    thinning: int = 1
+    dtype: str = "float64"
+
+
+_DEFAULT = SGLDSettings()
 
 
 class SGLDState(NamedTuple):
@@ -308,20 +339,27 @@ def _chunks(total: int, parts: int = 20) -> list[int]:
     return [min(size, total - i) for i in range(0, total, size)]
 
 
+def _in_jax_types(init_params):
+    """The starting values in JAX's types: float64 kept under 64-bit mode; under float32 the
+    values in JAX's 32-bit types, without a warning."""
+    if init_params is not None and jax.config.jax_enable_x64:
+        return jax.tree.map(
+            lambda x: jax.lax.convert_element_type(x, jnp.result_type(x)), init_params
+        )
+    if init_params is not None:
+        return jax.tree.map(jnp.asarray, init_params)
+    return None
+
+
 def _drive(kernel: SGLD, rng, num_chains, num_warmup, num_samples, thinning, init_params,
-           model_args, model_kwargs, progress_bar):  # fmt: skip
+           model_args, model_kwargs, progress):  # fmt: skip
     """The chains' kept states, (draw, [chain,] ...) per field, stepping as NumPyro's ``MCMC``
     does (the same keys, the same steps, the draw kept at the end of every ``thinning`` steps),
     without post-processing every step: the sites and order parameters are formed afterwards,
     for the kept draws only. Each chunk carries per chain the first step (from 1) whose
     potential or gradient is not finite or has blown up (:data:`BLOWUP`); after a chunk in which
     one did, :class:`~bayes_attn._validation.SamplerDiverged`."""
-    if init_params is not None and jax.config.jax_enable_x64:
-        init_params = jax.tree.map(
-            lambda x: jax.lax.convert_element_type(x, jnp.result_type(x)), init_params
-        )
-    elif init_params is not None:  # float32: the values in JAX's 32-bit types, without a warning
-        init_params = jax.tree.map(jnp.asarray, init_params)
+    init_params = _in_jax_types(init_params)
     if num_chains > 1:
         rng = random.split(rng, num_chains)
     state = kernel.init(rng, num_warmup, init_params, model_args, model_kwargs)
@@ -375,7 +413,7 @@ def _drive(kernel: SGLD, rng, num_chains, num_warmup, num_samples, thinning, ini
         return state, bad, rec
 
     kept = []
-    with make_bar(first + draws * thinning, "sgld", progress_bar) as bar:
+    with make_bar(first + draws * thinning, "sgld", progress) as bar:
         for steps in _chunks(first):
             state, bad, _ = checked(state, bad, 1, steps)
             bar.update(steps)
@@ -407,17 +445,18 @@ def run_sgld(
     *args,
     model_args: tuple = (),
     model_kwargs: dict | None = None,
-    num_chains: int = 4,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
-    step_size: StepSize = 1e-4,
-    temperature: float = 1.0,
+    num_chains: int = _DEFAULT.num_chains,
+    num_warmup: int = _DEFAULT.num_warmup,
+    num_samples: int = _DEFAULT.num_samples,
+    step_size: StepSize = _DEFAULT.step_size,
+    temperature: float = _DEFAULT.temperature,
     seed: int | None = None,
     key=None,
-    thinning: int = 1,
-    progress_bar: bool = True,
+    thinning: int = _DEFAULT.thinning,
+    progress: bool = True,
     init_params: dict | None = None,
-    dtype: str = "float64",
+    dtype: str = _DEFAULT.dtype,
+    progress_bar: bool | None = None,
     **kwargs,
 ) -> az.InferenceData:
     """Sample ``model(*model_args, **model_kwargs)`` with :class:`SGLD`, chains vectorised.
@@ -443,6 +482,9 @@ def run_sgld(
     init_params : dict, optional
         Constrained starting values per site (e.g. an Adam solution), with a leading chain axis
         when ``num_chains > 1``.
+    progress : bool
+        One progress bar over the steps (:func:`bayes_attn.progress.bar`); ``progress_bar`` is
+        its old name (deprecated). The defaults of the other options are :class:`SGLDSettings`'.
     dtype : {"float64", "float32"}
         float32 runs the whole run with JAX's 64-bit mode off (about twice as fast on CPU, for
         work where float64 is not needed; the theory's comparisons need float64).
@@ -456,6 +498,7 @@ def run_sgld(
         ``lp`` is its negative), ``grad_norm`` and ``step_size``; and ``log_likelihood`` over every
         data point (dim ``sequence`` for a token dataset), when the model has observed sites.
     """
+    progress = renamed("progress_bar", progress_bar, "progress", progress)
     model_args, model_kwargs = model_call("run_sgld", args, kwargs, model_args, model_kwargs)
     rng, seed, key_attrs = resolve_key(key, seed)
     num_chains = check_int("num_chains", num_chains, 1)
@@ -470,34 +513,34 @@ def run_sgld(
         warnings.filterwarnings("ignore", "Explicitly requested dtype float64", UserWarning)
         kept = _drive(
             kernel, rng, num_chains, num_warmup, num_samples, thinning, init_params,
-            model_args, model_kwargs, progress_bar,
+            model_args, model_kwargs, progress,
         )  # fmt: skip
         z, potential, grad_norm, eps = (_by_chain(a, num_chains) for a in kept)
         samples = _postprocess(kernel, z, model_args, model_kwargs)
         tokens = tokens_of(model, model_args, model_kwargs)
         dims = None if tokens is None else {"y": ["sequence"]}
         loglik = _log_likelihood(kernel.model, samples, model_args, model_kwargs, dims)
-    step = step_size if isinstance(step_size, int | float) else f"schedule {step_size!r}"
-    record = RunRecord(
-        "sgld",
-        seed,
-        num_chains,
-        num_warmup,
-        num_samples // thinning,
-        thinning,
-        settings={
-            "step_size": step,
-            "temperature": temperature,
-            "init_given": init_params is not None,
-            **({"dtype": dtype} if dtype != "float64" else {}),
-            **key_attrs,
-        },
-    )
-    potential = np.asarray(potential)
+    settings = {
+        "step_size": step_size if isinstance(step_size, int | float) else f"schedule {step_size!r}",
+        "temperature": temperature,
+        "init_given": init_params is not None,
+        **({"dtype": dtype} if dtype != "float64" else {}),
+        **key_attrs,
+    }
+    draws = num_samples // thinning
+    record = RunRecord("sgld", seed, num_chains, num_warmup, draws, thinning, settings=settings)
+    stats = {"grad_norm": grad_norm, "step_size": eps, "potential_energy": np.asarray(potential)}
+    return _result(model, model_args, model_kwargs, samples, stats, record, loglik)
+
+
+def _result(model, model_args, model_kwargs, samples, stats, record, loglik):
+    """The run's ``InferenceData``: the draws, ``sample_stats`` (``lp`` is the negative potential
+    energy) and the pointwise log likelihood, when there is one."""
+    potential = stats["potential_energy"]
     stats = {
-        "grad_norm": grad_norm,
+        "grad_norm": stats["grad_norm"],
         "lp": -potential,
-        "step_size": eps,
+        "step_size": stats["step_size"],
         "potential_energy": potential,
     }
     idata = from_draws(samples, stats, record, model, model_args, model_kwargs)

@@ -47,6 +47,7 @@ The sampler is split the way BlackJAX splits its own:
   agreement test, the lineages, the warnings (:func:`smc_problems`) and the tempering table
   (:func:`tempering_steps`), also used by :func:`bayes_attn.inference.basin_evidence`;
 * :mod:`bayes_attn.inference.smc_checkpoint`: the checkpoint file of a run;
+* :mod:`bayes_attn.inference.smc_progress`: what a run says while it runs (its cost, the bar);
 * this module: the driver, :func:`run_smc`: its settings (:class:`SMCSettings`), the runs mapped
   and jitted, the loop over tempering steps, the rejuvenation at lambda = 1, progress,
   checkpoints and the output.
@@ -64,9 +65,9 @@ error bars and warnings", has the rules and the estimators).
 
 Progress and checkpoints
 ------------------------
-With ``progress_bar=True`` the run announces its cost (one timed gradient times the gradients a
+With ``progress=True`` the run announces its cost (one timed gradient times the gradients a
 tempering step takes) and shows one progress bar (tqdm, on stderr) that advances with lambda (the
-smallest over the runs); each tempering step's lambda, moves, acceptance and move scale per run go
+smallest over the runs; :mod:`bayes_attn.inference.smc_progress`); each tempering step's lambda, moves, acceptance and move scale per run go
 to the logger ``"bayes_attn"`` at DEBUG. The rejuvenation at lambda = 1, which can take as long as
 several tempering steps (35 minutes at Level 1, Table 1, P = 272), is announced with its cost before it
 starts and reported when it ends. With ``checkpoint=path`` the state is written after every
@@ -96,7 +97,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import time
 import warnings
 from collections.abc import Callable
@@ -110,6 +110,7 @@ from numpyro.infer.util import constrain_fn
 
 from bayes_attn import _arviz as az
 from bayes_attn import _deprecation
+from bayes_attn._deprecation import renamed
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.inference import potential, smc_checkpoint, smc_evidence, smc_kernel
 from bayes_attn.inference._call import model_call
@@ -123,9 +124,8 @@ from bayes_attn.inference.smc_evidence import (
     tempering_steps,
 )
 from bayes_attn.inference.smc_kernel import MoveInfo, StepRecord
+from bayes_attn.inference.smc_progress import Progress, announce_cost
 from bayes_attn.keys import resolve_key
-from bayes_attn.progress import announce, duration, say, seconds_per_call
-from bayes_attn.progress import bar as make_bar
 
 __all__ = [
     "MoveInfo",
@@ -148,7 +148,6 @@ __getattr__ = _deprecation.moved(
 
 _AUTO_RWM_MAX_DIM = 10
 _DENSE_PARTICLES_PER_DIM = 10  # HMC: dense metric when num_particles >= 10 d
-log = logging.getLogger("bayes_attn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +218,9 @@ class SMCSettings:
 
 _DEFAULT = SMCSettings()
 
+# the driver's pieces under the names inference.llc_smc calls them by (now in smc_progress)
+_announce, _Progress = announce_cost, Progress
+
 
 # --------------------------------------------------------------------------------------------------
 # The program: one run's init and tempering step, mapped over the runs and jitted
@@ -265,89 +267,6 @@ def _compile(split: potential.SplitDensity, unravel, dim: int, s: SMCSettings) -
         lambda keys, state, force: over_runs(functools.partial(kernel, force=force))(keys, state)
     )
     return _Program(jax.jit(over_runs(init)), step)
-
-
-# --------------------------------------------------------------------------------------------------
-# Progress
-
-
-def _announce(log_parts, unravel, flat0, s: SMCSettings) -> float:
-    """Say what the run will do and what a tempering step costs; the seconds per gradient."""
-    seconds = seconds_per_call(jax.jit(jax.grad(lambda x: log_parts(unravel(x))[1])), flat0)
-    lo, hi = s.num_mcmc_steps, s.max_mcmc_steps
-    announce(
-        f"run_smc: {s.num_runs} runs x {s.num_particles} particles in {flat0.size} dimensions, "
-        f"{s.kernel} moves; each tempering step ({lo}-{hi} moves; a run takes typically 5-40 "
-        "steps)",
-        (_gradients_per_move(s) * lo, _gradients_per_move(s) * hi),
-        seconds,
-    )
-    return seconds
-
-
-def _gradients_per_move(s: SMCSettings) -> int:
-    leapfrog = (s.num_integration_steps + 1) if s.kernel == "hmc" else 1
-    return s.num_runs * s.num_particles * leapfrog
-
-
-class _Progress:
-    """One tqdm bar over lambda and the announcements at INFO, each step's line at DEBUG; silent
-    unless ``enabled`` (module docstring, "Progress and checkpoints")."""
-
-    def __init__(self, enabled: bool, s: SMCSettings, seconds: float):
-        self.enabled, self.settings, self.seconds = enabled, s, seconds
-        self.bar = make_bar(
-            1.0,
-            "run_smc",
-            enabled,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| lambda {n:.4f} [{elapsed}{postfix}]",
-        )
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.bar.close()
-
-    def resumed(self, path, saved: Saved) -> None:
-        lam = np.asarray(saved.state.smc.sampler_state.tempering_param)
-        say("run_smc: resuming from checkpoint %s after tempering step %d (lambda = %s)%s",
-            path, max(len(r) for r in saved.records), np.array2string(lam, precision=4),
-            ", rejuvenated" if saved.stage == REJUVENATED else "", enabled=self.enabled)  # fmt: skip
-        self.bar.update(float(lam.min()) - self.bar.n)
-
-    def step(self, k: int, lam, rec: StepRecord) -> None:
-        if not self.enabled:
-            return
-        log.debug(
-            "smc step %d: lambda = %s, moves = %s, acceptance = %s, %s = %s",
-            k,
-            np.array2string(lam, precision=4),
-            np.array2string(rec.num_moves),
-            np.array2string(rec.acceptance_rate, precision=3),
-            "step" if self.settings.kernel == "hmc" else "scale",
-            np.array2string(rec.move_scale, precision=3),
-        )
-        self.bar.update(float(np.min(lam)) - self.bar.n)
-        self.bar.set_postfix_str(f"step {k}, moves {int(np.max(rec.num_moves))}")
-
-    def rejuvenation_starts(self, records) -> None:
-        if not self.enabled:
-            return
-        s = self.settings
-        last = int(max(run[-1].num_moves for run in records))
-        self.bar.close()  # lambda = 1: the bar is full; the rejuvenation gets its own lines
-        announce(
-            f"run_smc: the rejuvenation at lambda = 1 (one more resample and "
-            f"{s.num_mcmc_steps}-{s.max_mcmc_steps} moves; the last tempering step took {last})",
-            (_gradients_per_move(s) * last, _gradients_per_move(s) * s.max_mcmc_steps),
-            self.seconds,
-        )
-
-    def rejuvenation_done(self, last: StepRecord, seconds: float) -> None:
-        say("run_smc: the rejuvenation at lambda = 1 took %s: moves = %s, acceptance = %s",
-            duration(seconds), np.array2string(last.num_moves),
-            np.array2string(last.acceptance_rate, precision=3), enabled=self.enabled)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------
@@ -459,7 +378,37 @@ def _attrs(done: Saved, eve, s: SMCSettings, improper) -> dict:
         "num_eve_lineages": np.array([np.unique(e).size for e in eve]),
         "min_lineages": s.min_lineages,
         "evidence_tolerance": s.evidence_tolerance,
+        "reference": (
+            f"proper priors; Normal({s.reference_loc}, {s.reference_scale}) in unconstrained "
+            "space for improper sites"
+        ),
     }
+
+
+def _density(model, model_args, model_kwargs, s: SMCSettings):
+    """The model's split density (:func:`~bayes_attn.inference.potential.split_log_density`), a
+    flat zero point of its unconstrained space and the map back to the sites."""
+    split = potential.split_log_density(
+        model,
+        model_args,
+        model_kwargs,
+        reference_loc=s.reference_loc,
+        reference_scale=s.reference_scale,
+    )
+    flat0, unravel = ravel_pytree({n: jnp.zeros(sh) for n, sh in split.shapes.items()})
+    return split, flat0, unravel
+
+
+def _store(path, model, model_args, model_kwargs, split, unravel, dim, rng, s: SMCSettings):
+    """The run's checkpoint (:class:`~bayes_attn.inference.smc_checkpoint.Checkpoint`) at
+    ``path``, fingerprinted by the arguments that change the draws; None without a path."""
+    if path is None:
+        return None
+    fingerprint = smc_checkpoint.fingerprint(
+        model, model_args, model_kwargs, split.log_parts, unravel, dim,
+        jax.random.key_data(rng), s.of_the_draws(),
+    )  # fmt: skip
+    return smc_checkpoint.Checkpoint(path, fingerprint)
 
 
 def _legacy_max_steps(kwargs: dict, max_tempering_steps):
@@ -502,8 +451,9 @@ def run_smc(
     max_tempering_steps: int = _DEFAULT.max_tempering_steps,
     min_lineages: int | None = _DEFAULT.min_lineages,
     evidence_tolerance: float = _DEFAULT.evidence_tolerance,
-    progress_bar: bool = False,
+    progress: bool = False,
     checkpoint=None,
+    progress_bar: bool | None = None,
     **kwargs,
 ) -> az.InferenceData:
     """Sample ``model(*model_args, **model_kwargs)`` by adaptive tempered SMC and estimate its evidence.
@@ -557,11 +507,12 @@ def run_smc(
     evidence_tolerance : float
         Nats of disagreement between runs that the agreement test allows on top of the runs' own
         errors (:mod:`~bayes_attn.inference.smc_evidence`).
-    progress_bar : bool
+    progress : bool
         Announce the cost, show one progress bar (tqdm, stderr) advancing with lambda, announce
         the rejuvenation at lambda = 1 with its cost and report when it ends (logger
         ``"bayes_attn"``, INFO); each tempering step's lambda, moves, acceptance and move scale
-        per run at DEBUG.
+        per run at DEBUG (:mod:`~bayes_attn.inference.smc_progress`). ``progress_bar`` is its
+        old name (deprecated).
     checkpoint : str or path, optional
         A file to write the run's state to after every tempering step and after the
         rejuvenation (atomically). When it exists, the run resumes from it and ends with the
@@ -600,6 +551,7 @@ def run_smc(
     SMCWarning
         When a run's lineages collapse or the runs disagree (:func:`smc_problems`).
     """
+    progress = renamed("progress_bar", progress_bar, "progress", progress)
     max_tempering_steps = _legacy_max_steps(kwargs, max_tempering_steps)
     model_args, model_kwargs = model_call("run_smc", args, kwargs, model_args, model_kwargs)
     rng, seed, key_attrs = resolve_key(key, seed)
@@ -612,33 +564,16 @@ def run_smc(
     path = smc_checkpoint.check_path(checkpoint)
     t_start = time.perf_counter()
 
-    split = potential.split_log_density(
-        model,
-        model_args,
-        model_kwargs,
-        reference_loc=reference_loc,
-        reference_scale=s.reference_scale,
-    )
-    flat0, unravel = ravel_pytree({n: jnp.zeros(sh) for n, sh in split.shapes.items()})
+    split, flat0, unravel = _density(model, model_args, model_kwargs, s)
     dim = int(flat0.shape[0])
     s = s.for_dimension(dim)
-    seconds = _announce(split.log_parts, unravel, flat0, s) if progress_bar else float("nan")
+    seconds = announce_cost(split.log_parts, unravel, flat0, s) if progress else float("nan")
     program = _compile(split, unravel, dim, s)
-    store = None
-    if path is not None:
-        fingerprint = smc_checkpoint.fingerprint(
-            model, model_args, model_kwargs, split.log_parts, unravel, dim,
-            jax.random.key_data(rng), s.of_the_draws(),
-        )  # fmt: skip
-        store = smc_checkpoint.Checkpoint(path, fingerprint)
-    with _Progress(progress_bar, s, seconds) as progress:
-        done = _sample(program, rng, s, store, progress)
+    store = _store(path, model, model_args, model_kwargs, split, unravel, dim, rng, s)
+    with Progress(progress, s, seconds) as bar:
+        done = _sample(program, rng, s, store, bar)
     draws, lp, eve = _draws(model, model_args, model_kwargs, split, unravel, done, s)
     attrs = _attrs(done, eve, s, split.improper)
-    attrs["reference"] = (
-        f"proper priors; Normal({reference_loc}, {s.reference_scale}) in unconstrained space for "
-        "improper sites"
-    )
     attrs["wall_time_s"] = time.perf_counter() - t_start
     for problem in smc_problems(attrs):
         warnings.warn(f"run_smc: {problem}", SMCWarning, stacklevel=2)

@@ -13,6 +13,10 @@ reduced    :func:`order_param_model` (Level 2)     the two order parameters
 kernel     :func:`kernel_limit_model` (Level 1)    the (V+L)^2 matrix M of the d -> inf limit
 network    :func:`network_model` (Level 0)         the weights of a finite network
 ========== ======================================= =========================================
+
+For an :class:`~bayes_attn.induction.InductionTask` the same names give the two causal layers
+(:mod:`bayes_attn.models.two_layer`): ``kernel`` is :func:`two_layer_kernel_model`, ``network``
+:func:`two_layer_network_model`; there is no ``reduced`` level (yet).
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from bayes_attn._validation import (
     check_positive,
     check_tokens,
 )
-from bayes_attn.keys import DATASET_FOLD, EMBEDDINGS_FOLD, run_key
+from bayes_attn.induction import InductionTask
+from bayes_attn.keys import DATASET_FOLD, EMBEDDINGS_FOLD, dataset_key, run_key  # noqa: F401
 from bayes_attn.models._sites import BOUNDARY_ACTIVATION, ORDER_PARAMETERS, order_parameters
 from bayes_attn.models.kernel_limit import kernel_limit_model
 from bayes_attn.models.network import network_model
 from bayes_attn.models.order_params import order_param_model
+from bayes_attn.models.two_layer import two_layer_kernel_model, two_layer_network_model
 
 __all__ = [
     "ACTIVATIONS",
@@ -60,9 +66,14 @@ MODELS = {
 _OLD_NAMES = {"order_parameters": "reduced", "kernel_limit": "kernel", "network": "network"}
 
 
+#: the induction task's models by level (two causal layers)
+TWO_LAYER_MODELS = {"kernel": two_layer_kernel_model, "network": two_layer_network_model}
+
+
 def level_of(model) -> str | None:
     """The CLI name of ``model``'s level, or None for a model that is not one of the package's."""
-    return next((name for name, m in MODELS.items() if m is model), None)
+    both = list(MODELS.items()) + list(TWO_LAYER_MODELS.items())
+    return next((name for name, m in both if m is model), None)
 
 
 def level_name(value: str) -> str:
@@ -101,6 +112,8 @@ def model_at(
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     check_activation(activation)
+    if isinstance(task, InductionTask):
+        return _two_layer_at(level, task, hyper, data, activation, d_model, embeddings)
     if level == "reduced":
         return (
             order_param_model,
@@ -122,6 +135,24 @@ def model_at(
     if batch_size and batch_size < np.shape(tokens)[0]:
         kw["batch_size"] = int(batch_size)
     return network_model, (task, hyper, tokens, activation, int(d_model)), kw
+
+
+def _two_layer_at(level, task, hyper, data, activation, d_model, embeddings):
+    """The induction task's models: two causal layers (:mod:`bayes_attn.models.two_layer`)."""
+    if level == "reduced":
+        raise ValueError(
+            "level: the induction task has no reduced (Level-2) theory; use kernel or network"
+        )
+    tokens = jnp.asarray(check_tokens(data, task.L, task.V))
+    if level == "kernel":
+        return two_layer_kernel_model, (task, hyper, tokens, activation), {}
+    kw = {}
+    if embeddings is not None:
+        d_model = int(np.shape(embeddings[0])[0]) if d_model is None else d_model
+        kw = {"embeddings": tuple(embeddings)}
+    if d_model is None:
+        raise ValueError("d_model: the network level needs a width (or the embeddings)")
+    return two_layer_network_model, (task, hyper, tokens, activation, int(d_model)), kw
 
 
 def seed_embeddings(task, hyper, d_model: int, *, seed: int | None = None, key=None):
@@ -152,9 +183,9 @@ def model_with_data(
 ):
     """:func:`model_at` on a dataset of ``P`` sequences drawn from a key: ``(model, args, kwargs)``.
 
-    The dataset's key is ``jax.random.fold_in(key, DATASET_FOLD)``, with ``key =
-    jax.random.key(seed)`` when a seed is given (seed 0 when neither is), so that a sampler run
-    with the same seed or key draws independently of the data. ``reduced`` draws nothing: its
+    The dataset's key is :func:`bayes_attn.keys.dataset_key` (``jax.random.fold_in(key,
+    DATASET_FOLD)``, with ``key = jax.random.key(seed)`` when a seed is given, seed 0 when neither
+    is), so that a sampler run with the same seed or key draws independently of the data. ``reduced`` draws nothing: its
     data is P itself.
 
     Parameters
@@ -171,8 +202,7 @@ def model_with_data(
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     P = check_int("P", P, 1)
-    key = run_key(key, seed)
-    tokens = task.sample(jax.random.fold_in(key, DATASET_FOLD), P)
+    tokens = task.sample(dataset_key(key, seed), P)
     return model_at(
         level, task, hyper, tokens, activation, d_model=d_model, include_logdet=include_logdet,
         batch_size=batch_size, embeddings=embeddings,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
@@ -103,11 +104,12 @@ def forward(M1, M2, psi, activation: str, causal: bool, readout=STREAMS):
 
 
 def _targets(task, tokens):
-    """(y, rows): targets (P, L, V) and the positions that carry one (L,) bool."""
+    """(y, rows): targets (P, L, V) and the positions that carry one, (L,) bool (concrete, so
+    that indexing by it traces)."""
     L = tokens.shape[-1]
     if _is_causal(task):
-        return task.targets(tokens), jnp.asarray(task.target_mask)
-    return algebra.targets(tokens, task.V), jnp.ones(L, dtype=bool)
+        return task.targets(tokens), np.asarray(task.target_mask)
+    return algebra.targets(tokens, task.V), np.ones(L, dtype=bool)
 
 
 def induction_scores(A1, A2, tokens, V: int) -> dict[str, jax.Array]:

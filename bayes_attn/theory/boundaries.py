@@ -7,6 +7,7 @@
   parameter, the maximum of d cG / d log P along the global branch (docs/theory.md explains why).
 * ``first_order``: the softmax P where the weak-copy and strong-copy minima have equal action.
 * ``spinodals``: where the strong-copy minimum appears (lower) and the weak one disappears (upper).
+* ``softmax_boundaries_many``: the softmax boundaries of many (L, V) at once, their programs batched.
 
 References
 ----------
@@ -29,6 +30,7 @@ from scipy import optimize
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive_array
 from bayes_attn.theory import _newton
+from bayes_attn.theory._lockstep import Lockstep
 from bayes_attn.theory.action import (
     Scales,
     action_linear,
@@ -107,8 +109,10 @@ def _dc_dlogP(c, P, sc: Scales):
     return -jnp.linalg.solve(H, mixed)
 
 
-def crossover(sc: Scales, P_star: float | None = None, span: float = 1e3, n: int = 400) -> dict:
-    """The linear crossover scale and two auxiliary markers.
+def crossover(
+    sc: Scales, P_star: float | None = None, span: float = 1e3, n: int = 400, markers: bool = True
+) -> dict:
+    """The linear crossover scale and two auxiliary markers (nan without ``markers``).
 
     The branch born at P* (the global minimum there) is followed up to ``span`` P* on a geometric grid; each marker
     is then refined by a scalar solve, re-converging the minimum from the nearest grid point.
@@ -144,6 +148,8 @@ def crossover(sc: Scales, P_star: float | None = None, span: float = 1e3, n: int
         P_x = math.exp(res.x)
     else:
         P_x = math.nan
+    if not markers:
+        return {"crossover": P_x, "c1_peak": math.nan, "copy_overtakes": math.nan}
     return {
         "crossover": P_x,
         "c1_peak": root(dc[:, 0], lambda lp: at(lp)[2]),
@@ -178,8 +184,8 @@ def softmax_grid_minima(P, sc: Scales):
     return x[order], vals[order], valid[order]
 
 
-def _n_minima(P, sc) -> int:
-    return int(np.sum(np.asarray(softmax_grid_minima(jnp.float64(P), sc)[2])))
+def _n_minima(P, sc, ev=None) -> int:
+    return int(np.sum((ev or _DIRECT).minima(P, sc)[2]))
 
 
 @jax.jit
@@ -189,22 +195,23 @@ def _fold(z, sc: Scales):
     return jnp.stack([ds(z[0]), jax.grad(ds)(z[0])])
 
 
-def _spinodal(sc: Scales, P_one: float, P_two: float, strong_side: bool) -> float:
+def _spinodal(sc: Scales, P_one: float, P_two: float, strong_side: bool, ev=None) -> float:
     """Refine where the minimum count changes between P_one (1 minimum) and P_two (2 minima).
 
     Bisection on the count, then the exact fold s'(c) = s''(c) = 0 by root finding in (c, log P).
     """
+    ev = ev or _DIRECT
     for _ in range(30):
         mid = math.sqrt(P_one * P_two)
-        if _n_minima(mid, sc) >= 2:
+        if _n_minima(mid, sc, ev) >= 2:
             P_two = mid
         else:
             P_one = mid
     # the vanishing minimum at P_two, and the fold polished from it
-    x, _, valid = (np.asarray(a) for a in softmax_grid_minima(jnp.float64(P_two), sc))
+    x, _, valid = ev.minima(P_two, sc)
     xs = x[valid]
     c_guess = xs[-1] if strong_side else xs[0]
-    F = lambda z: np.asarray(_fold(jnp.asarray(z), sc))  # noqa: E731
+    F = lambda z: ev.fold(z, sc)  # noqa: E731
     sol = optimize.root(F, [c_guess, math.log(P_two)], method="hybr", options={"xtol": 1e-13})
     P_fold = math.exp(sol.x[1])
     if sol.success and abs(P_fold / P_two - 1) < 1e-3:
@@ -212,18 +219,18 @@ def _spinodal(sc: Scales, P_one: float, P_two: float, strong_side: bool) -> floa
     return P_two
 
 
-def _minimum_counts(Ps, sc: Scales) -> tuple[np.ndarray, np.ndarray]:
+@jax.jit
+def _counts_and_global(Ps, sc: Scales):
     """(number of softmax minima, the global minimum's cG) at each P of ``Ps``."""
 
     def at(P):
         x, s, valid = softmax_grid_minima(P, sc)
         return jnp.sum(valid), x[jnp.argmin(jnp.where(valid, s, jnp.inf))]
 
-    counts, x = jax.vmap(at)(jnp.asarray(Ps))
-    return np.asarray(counts), np.asarray(x)
+    return jax.vmap(at)(Ps)
 
 
-def coexistence_scan(sc: Scales, P_scale: float, n: int = 300, zooms: int = 3):
+def coexistence_scan(sc: Scales, P_scale: float, n: int = 300, zooms: int = 3, ev=None):
     """(Ps, counts): the number of softmax minima on a geometric grid of P over
     [P_scale / 100, 1000 P_scale], zoomed in where there is no coexistence.
 
@@ -233,14 +240,15 @@ def coexistence_scan(sc: Scales, P_scale: float, n: int = 300, zooms: int = 3):
     repeated ``zooms`` times, each on n points between the neighbours of the largest jump of the
     global minimum (where a first-order transition would be), each time ~n/2 times finer.
     """
+    ev = ev or _DIRECT
     Ps = P_scale * np.geomspace(1e-2, 1e3, n)
-    counts, x = _minimum_counts(Ps, sc)
+    counts, x = ev.counts(Ps, sc)
     for _ in range(zooms):
         if np.any(counts >= 2):
             break
         k = int(np.argmax(np.abs(np.diff(x))))
         Ps = np.geomspace(Ps[max(k - 1, 0)], Ps[min(k + 2, len(Ps) - 1)], n)
-        counts, x = _minimum_counts(Ps, sc)
+        counts, x = ev.counts(Ps, sc)
     return Ps, counts
 
 
@@ -250,8 +258,14 @@ def softmax_boundaries(sc: Scales, P_scale: float, n: int = 300) -> dict:
     The count of minima is scanned on a geometric grid of P over [P_scale / 100, 1000 P_scale],
     zoomed in where a narrow coexistence window could hide (:func:`coexistence_scan`); where no
     coexistence is found the transition is not first order and every entry is nan.
+    :func:`softmax_boundaries_many` does the same for many (L, V) at once.
     """
-    Ps, counts = coexistence_scan(sc, P_scale, n)
+    return _softmax_boundaries(_DIRECT, sc, P_scale, n)
+
+
+def _softmax_boundaries(ev, sc: Scales, P_scale: float, n: int) -> dict:
+    """:func:`softmax_boundaries`, its programs evaluated through ``ev``."""
+    Ps, counts = coexistence_scan(sc, P_scale, n, ev=ev)
     n = len(Ps)
     two = np.flatnonzero(counts >= 2)
     nan = {"first_order": math.nan, "spinodals": (math.nan, math.nan)}
@@ -261,11 +275,11 @@ def softmax_boundaries(sc: Scales, P_scale: float, n: int = 300) -> dict:
     i_hi = i_lo
     while i_hi + 1 < n and counts[i_hi + 1] >= 2:
         i_hi += 1
-    lower = _spinodal(sc, Ps[i_lo - 1], Ps[i_lo], strong_side=True)
-    upper = _spinodal(sc, Ps[i_hi + 1], Ps[i_hi], strong_side=False)
+    lower = _spinodal(sc, Ps[i_lo - 1], Ps[i_lo], strong_side=True, ev=ev)
+    upper = _spinodal(sc, Ps[i_hi + 1], Ps[i_hi], strong_side=False, ev=ev)
 
     def gap(logP):
-        x, s, valid = (np.asarray(a) for a in softmax_grid_minima(jnp.float64(math.exp(logP)), sc))
+        x, s, valid = ev.minima(math.exp(logP), sc)
         s = s[valid]
         return float(s[-1] - s[0]) if s.size >= 2 else math.nan
 
@@ -280,6 +294,55 @@ def softmax_boundaries(sc: Scales, P_scale: float, n: int = 300) -> dict:
         return {"first_order": math.nan, "spinodals": (lower, upper)}
     P_first = math.exp(optimize.brentq(gap, a, b, xtol=1e-12))
     return {"first_order": P_first, "spinodals": (lower, upper)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Many (L, V) at once: the same solvers, their programs batched across cells
+
+
+class _Direct:
+    """The programs of the softmax solvers, one cell and one call at a time (today's path)."""
+
+    minima = staticmethod(
+        lambda P, sc: tuple(np.asarray(a) for a in softmax_grid_minima(jnp.float64(P), sc))
+    )
+    counts = staticmethod(lambda Ps, sc: tuple(np.asarray(a) for a in _counts_and_global(Ps, sc)))
+    fold = staticmethod(lambda z, sc: np.asarray(_fold(jnp.asarray(z), sc)))
+
+
+_DIRECT = _Direct()
+
+_KERNELS = {"minima": (softmax_grid_minima, 256), "fold": (_fold, 64)}  # (program, chunk size)
+
+
+class _Batched(Lockstep):
+    """:class:`_Direct`, each request batched with those of the other cells."""
+
+    def __init__(self):
+        super().__init__(_KERNELS)
+
+    def minima(self, P, sc: Scales):
+        return tuple(a[0] for a in self.ask("minima", (np.array([float(P)]),), sc))
+
+    def counts(self, Ps, sc: Scales):
+        x, s, valid = self.ask("minima", (np.asarray(Ps, dtype=float),), sc)
+        best = np.argmin(np.where(valid, s, np.inf), axis=1)
+        return valid.sum(axis=1), x[np.arange(len(x)), best]
+
+    def fold(self, z, sc: Scales):
+        return self.ask("fold", (np.asarray(z, dtype=float)[None],), sc)[0][0]
+
+
+def softmax_boundaries_many(scs: list[Scales], P_scales, n: int = 300) -> list:
+    """:func:`softmax_boundaries` at each of ``scs``, the cells solved in lockstep threads and
+    their programs batched (``bayes_attn.theory._lockstep.Lockstep``): the one-cell results up
+    to the last bits (1.8e-15 on the 12 x 12 grid). One dict per cell, or the exception it raised."""
+    return _Batched().run(
+        [
+            lambda ev, sc=sc, P=float(P): _softmax_boundaries(ev, sc, P, n)
+            for sc, P in zip(scs, P_scales, strict=True)
+        ]
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_positive
 from bayes_attn.theory.modes import linear_log_density, modes, softmax_log_density
 
-__all__ = ["reduced_profile"]
+__all__ = ["delta_F_at", "reduced_profile"]
 
 VARIABLES = ("aG", "cG")
 
@@ -76,6 +76,17 @@ def reduced_profile(
     jac = np.log(np.asarray(algebra.softmax_dlogit(jnp.asarray(aG), L)))
     ld = softmax_log_density(task, hyper, P, cG, include_logdet=include_logdet) + jac
     return np.where(inside, -ld + log_Z, np.inf)
+
+
+def delta_F_at(task, hyper, P, divide: float, include_logdet: bool = True, num: int = 80001):
+    """Level 2's Delta F of softmax at a fixed divide: the log mass of aG below ``divide`` minus
+    that above it (a Riemann sum of :func:`reduced_profile` on ``num`` points from the lower
+    edge of aG's support to 8), the number umbrella sampling's Delta F at that divide is
+    set beside (docs/validation.md, "Free-energy profiles")."""
+    L = task.L
+    x = np.linspace(-L / (L - 1) + 1e-9, 8.0, num)
+    lw = -reduced_profile(task, hyper, P, "softmax", x, include_logdet) + np.log(x[1] - x[0])
+    return float(logsumexp(lw[x < divide]) - logsumexp(lw[x >= divide]))
 
 
 def _linear_marginal(task, hyper, P, cG, include_logdet, census) -> np.ndarray:

@@ -1,38 +1,31 @@
 """The free-energy landscape figures of the README and their data (``docs/figures/paper/``):
 
 * ``landscape.png`` / ``landscape.nc``: F(aG) of the full Level-1 posterior at Table 1, dataset 0
-  (umbrella sampling + MBAR, points with standard errors) beside the exact Level-2 profile at the
-  same P (line), the phases shaded either side of the divide; Delta F as the divide moves at
-  P = 272 against SMC per basin (54.16 ± 0.06 at its divide); the profiles across the P scan; and
-  Delta F(P) at one fixed divide (Level 2's barrier at its P*) for Level 1 with g = I, Level 1
-  with the Gram of a d = 10^4 prior draw, and Level 2.
+  (umbrella + MBAR, points) beside the exact Level-2 profile (line) at P = 272, and Delta F as the
+  divide moves there against SMC per basin (54.16 ± 0.06 at its divide); the profiles across the
+  scan; and Delta F(P) at Level 2's divide at its P* for g = I, the d = 10^4 Gram and Level 2.
 * ``landscape_linear.png``: linear attention's F(cG) at Level 1 (protocol member 0's dataset and
-  d = 10^4 Gram) beside Level 2, at the P of ``docs/scripts/landscape.py linear``, with the MAP
-  and the profile's mean marked.
+  d = 10^4 Gram) beside Level 2, with the MAP and the profile's mean marked.
 
-Run after ``docs/scripts/landscape.py scan [--gram-width 10000]`` and ``... linear``:
-``python docs/scripts/landscape.py figure``. Points whose files are missing are left out.
+Run after the sweeps of ``bayes_attn/configs/landscape_scan.toml`` (also with ``--option
+gram_width=10000``) and ``landscape_linear.toml``, which write their profiles to
+``docs/figures/paper/landscape_scan/``: ``python docs/scripts/landscape_figure.py``. Points whose
+files are missing are left out; ``docs/scripts/landscape.py`` tabulates the sweeps' files.
 """
-
-from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import xarray as xr
+from _study import pyplot
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-from scipy.special import logsumexp  # noqa: E402
-
-import bayes_attn as ba  # noqa: E402
-from bayes_attn import _arviz as az  # noqa: E402
-from bayes_attn.analysis.free_energy import landscape_report, profile_mean  # noqa: E402
-from bayes_attn.plotting.plots import landscape_profile  # noqa: E402
-from bayes_attn.theory.modes import phase_boundary  # noqa: E402
-from bayes_attn.theory.profile import reduced_profile  # noqa: E402
+import bayes_attn as ba
+from bayes_attn import _arviz as az
+from bayes_attn.analysis.free_energy import landscape_report, profile_mean
+from bayes_attn.plotting.plots import landscape_profile
+from bayes_attn.theory.modes import phase_boundary
+from bayes_attn.theory.profile import delta_F_at
 
 FOLDER = Path("docs/figures/paper")
 SCAN = FOLDER / "landscape_scan"
@@ -40,28 +33,16 @@ SMC = FOLDER / "level1_delta_f_P272_d0.nc"
 P_STAR = 275.97
 
 
-def _scan(pattern: str) -> dict[int, Path]:
-    out = {}
+def _scan(pattern: str, divide, smc_divide) -> dict:
+    """{P: the report at ``divide`` (Delta F at SMC's divide among its ``divides``)} of the scan's
+    files whose names match ``pattern``."""
+    files = {}
     for p in sorted(SCAN.glob("kernel_P*_d0*.nc")):
         m = re.fullmatch(pattern, p.name)
         if m:
-            out[int(m.group(1))] = p
-    return dict(sorted(out.items()))
-
-
-def _level2_delta_F(task, hyper, P, divide) -> float:
-    """Level 2's log mass below the divide minus above it (quadrature of the aG density)."""
-    L = task.L
-    x = np.linspace(-L / (L - 1) + 1e-9, 8.0, 80001)
-    F = reduced_profile(task, hyper, P, "softmax", x, include_logdet=True)
-    lw = -F + np.log(x[1] - x[0])
-    return float(logsumexp(lw[x < divide]) - logsumexp(lw[x >= divide]))
-
-
-def _reports(files, divide, smc_divide):
-    """Each file's report at the divide, with Delta F at SMC's divide among its ``divides``."""
+            files[int(m.group(1))] = p
     return {P: landscape_report(az.from_netcdf(f), divide=divide, divides=[smc_divide])
-            for P, f in files.items()}  # fmt: skip
+            for P, f in sorted(files.items())}  # fmt: skip
 
 
 def _row(P, prof, kind, level2):
@@ -75,33 +56,28 @@ def _row(P, prof, kind, level2):
             "min_overlap": float(prof.min_overlap_next)}  # fmt: skip
 
 
-def softmax_figure(task, hyper):
-    divide = phase_boundary(task, hyper, P_STAR, include_logdet=True)
-    smc = xr.open_dataset(SMC, engine="h5netcdf").load()
-    plain_files = _scan(r"kernel_P(\d+)_d0\.nc")
-    plain = _reports(plain_files, divide, float(smc.attrs["boundary_aG"]))
-    gram = _reports(_scan(r"kernel_P(\d+)_d0_g10000\.nc"), divide, float(smc.attrs["boundary_aG"]))
-    fig, axes = plt.subplots(2, 2, figsize=(12.0, 8.6))
-    (a, b), (c, d) = axes
-    if 272 in plain:  # P = 272: the profile, and Delta F as the divide moves against SMC
-        cut = float(smc.attrs["boundary_aG"])
-        at = landscape_report(az.from_netcdf(plain_files[272]), divide=cut,
+def _at_272(a, b, smc):
+    """P = 272: the profile, and Delta F as the divide moves against SMC's at its divide."""
+    cut = float(smc.attrs["boundary_aG"])
+    if (SCAN / "kernel_P272_d0.nc").exists():
+        at = landscape_report(az.from_netcdf(SCAN / "kernel_P272_d0.nc"), divide=cut,
                               divides=np.round(np.arange(1.3, 3.51, 0.1), 2))  # fmt: skip
         landscape_profile(at, a, label="Level 1, g = I (umbrella + MBAR)")
         a.set_title("F(aG) at Table 1, P = 272, dataset 0")
         ok = at.delta_F_divide_se.notnull()
         b.errorbar(at.divide_q[ok], at.delta_F_divide[ok], yerr=at.delta_F_divide_se[ok],
                    fmt="o", ms=3, capsize=2, label="Level 1: umbrella + MBAR")  # fmt: skip
-    b.errorbar([smc.attrs["boundary_aG"]], [float(smc.delta_F)], yerr=[float(smc.delta_F_se)],
-               fmt="s", color="k", ms=6, label="Level 1: SMC per basin at its divide")  # fmt: skip
+    b.errorbar([cut], [float(smc.delta_F)], yerr=[float(smc.delta_F_se)], fmt="s", color="k",
+               ms=6, label="Level 1: SMC per basin at its divide")  # fmt: skip
     b.axhline(float(smc.delta_F_level2), color="0.4", ls="--", label="Level 2 (exact, logdet)")
     b.set(xlabel="divide $a_G$", ylabel=r"$\Delta F = F_{strong} - F_{weak}$ [nats]",
           title="P = 272: ΔF as the divide moves")  # fmt: skip
     b.legend(fontsize=8)
-    cmap = plt.get_cmap("viridis")
-    # the profiles across the scan, each shifted to its minimum: six of them where the scan has
-    # more (every point is in the Delta F(P) panel), so that the curves stay readable: far
-    # below, at 272 (SMC's P), at the shoulder (284), with both minima (290, 300), far above
+
+
+def _profiles(c, plain, divide, cmap):
+    """The profiles across the scan, each shifted to its minimum: six of them where the scan has
+    more (far below, at 272, at the shoulder 284, with both minima 290 and 300, far above)."""
     Ps = sorted(plain)
     if len(Ps) > 6:
         Ps = [P for P in (260, 272, 284, 290, 300, 320) if P in plain] or Ps[:: len(Ps) // 6 + 1]
@@ -118,17 +94,19 @@ def softmax_figure(task, hyper):
     c.set(xlabel="$a_G$", ylabel="F(aG) − min [nats]", ylim=(-2, 100),
           title="Level 1 (g = I, points) and Level 2 (lines) at six P")  # fmt: skip
     c.legend(fontsize=7, ncol=2)
+
+
+def _delta_F(d, task, hyper, scans, divide) -> list:
+    """Delta F(P) at one divide for each scan and Level 2; the table's rows."""
     rows = []
-    for kind, reps, fmt in (("Level 1, g = I", plain, "o"),
-                            ("Level 1, d = 10⁴ Gram", gram, "s")):  # fmt: skip
+    for (kind, reps), fmt in zip(scans.items(), "os", strict=True):
         if reps:
             P = np.array(sorted(reps))
-            dF = np.array([float(reps[p].delta_F) for p in P])
-            se = np.array([float(reps[p].delta_F_se) for p in P])
+            dF, se = (np.array([float(reps[p][v]) for p in P]) for v in ("delta_F", "delta_F_se"))
             d.errorbar(P, dF, yerr=se, fmt=fmt + "-", ms=4, capsize=2, label=kind)
-            rows += [_row(p, reps[p], kind, _level2_delta_F(task, hyper, p, divide)) for p in P]
+            rows += [_row(p, reps[p], kind, delta_F_at(task, hyper, p, divide)) for p in P]
     grid = np.arange(255.0, 326.0, 1.0)
-    d.plot(grid, [_level2_delta_F(task, hyper, p, divide) for p in grid], "-", color="0.3",
+    d.plot(grid, [delta_F_at(task, hyper, p, divide) for p in grid], "-", color="0.3",
            label="Level 2 (quadrature, logdet)")  # fmt: skip
     d.axhline(0.0, color="0.6", lw=0.8)
     d.axvspan(264.97, 296.76, color="tab:orange", alpha=0.08, label="Level-2 coexistence")
@@ -136,11 +114,24 @@ def softmax_figure(task, hyper):
     d.set(xlabel="P", ylabel=f"ΔF at aG = {divide:.2f} [nats]",
           title="ΔF(P) at Level 2's divide at its P*")  # fmt: skip
     d.legend(fontsize=8)
+    return rows
+
+
+def softmax_figure(task, hyper, plt):
+    divide = phase_boundary(task, hyper, P_STAR, include_logdet=True)
+    smc = xr.open_dataset(SMC, engine="h5netcdf").load()
+    cut = float(smc.attrs["boundary_aG"])
+    scans = {"Level 1, g = I": _scan(r"kernel_P(\d+)_d0\.nc", divide, cut),
+             "Level 1, d = 10⁴ Gram": _scan(r"kernel_P(\d+)_d0_g10000\.nc", divide, cut)}  # fmt: skip
+    fig, ((a, b), (c, d)) = plt.subplots(2, 2, figsize=(12.0, 8.6))
+    _at_272(a, b, smc)
+    _profiles(c, scans["Level 1, g = I"], divide, plt.get_cmap("viridis"))
+    rows = _delta_F(d, task, hyper, scans, divide)
     fig.tight_layout()
     fig.savefig(FOLDER / "landscape.png", dpi=110)
     table = xr.Dataset({k: ("row", [r[k] for r in rows]) for k in rows[0]} if rows else {})
-    table.attrs.update(divide_aG=divide, smc_divide=float(smc.attrs["boundary_aG"]),
-                       smc_delta_F=float(smc.delta_F), smc_delta_F_se=float(smc.delta_F_se),
+    table.attrs.update(divide_aG=divide, smc_divide=cut, smc_delta_F=float(smc.delta_F),
+                       smc_delta_F_se=float(smc.delta_F_se),
                        script="docs/scripts/landscape.py figure")  # fmt: skip
     table.to_netcdf(FOLDER / "landscape.nc", engine="h5netcdf")
     for r in rows:
@@ -151,7 +142,7 @@ def softmax_figure(task, hyper):
               f"{r['min_overlap']:.3f}")  # fmt: skip
 
 
-def linear_figure(task, hyper):
+def linear_figure(task, hyper, plt):
     files = sorted(SCAN.glob("linear_P*_m0_g10000.nc"))
     if not files:
         return
@@ -171,8 +162,7 @@ def linear_figure(task, hyper):
             ax.axvline(q2, color="k", ls=":", lw=1, label=f"Level 2's minimum {q2:.3f}")
         ax.set_ylim(-1, 56)  # room for the legend above the points
         ax.legend(fontsize=7, loc="upper center", ncol=2)
-        F = prof.F.values - np.nanmin(prof.F.values)
-        at_map = float(np.interp(cmap, prof.q.values, F))
+        at_map = float(np.interp(cmap, prof.q.values, prof.F.values - np.nanmin(prof.F.values)))
         print(f"linear {f.name}: profile mean cG {mean:.3f}, MAP {cmap:.3f}, minima "
               f"{np.round(prof.q_minimum.values, 3)}, Level 2's minimum {q2:.3f}, "
               f"F - F_min at the MAP {at_map:.1f}, smallest overlap "
@@ -184,9 +174,9 @@ def linear_figure(task, hyper):
 
 
 def main():
-    task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
-    softmax_figure(task, hyper)
-    linear_figure(task, hyper)
+    task, hyper, plt = ba.CopyTask.paper(), ba.Hyper.paper(), pyplot()
+    softmax_figure(task, hyper, plt)
+    linear_figure(task, hyper, plt)
     print(f"wrote {FOLDER / 'landscape.png'}, {FOLDER / 'landscape.nc'} and "
           f"{FOLDER / 'landscape_linear.png'}")  # fmt: skip
 

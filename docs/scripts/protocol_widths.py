@@ -1,34 +1,25 @@
 """Figure and table of docs/validation.md: the paper protocol at several widths against the theory.
 
-Reads the NetCDF files written by ``benchmarks/bench_protocol.py --d D --out ...widths_dD.nc``
-and draws, per activation, the order parameters against P: the Level-2 saddle on a fine grid, the
+Reads the protocol sweeps of ``bayes_attn/configs/protocol_widths.toml``, one per width D
+(``bayes-attn sweep --config bayes_attn/configs/protocol_widths.toml --option d_model=D --out
+docs/figures/paper/widths_dD.nc``, or ``benchmarks/bench_protocol.py --config ... --d D``), and draws, per activation, the order parameters against P: the Level-2 saddle on a fine grid, the
 Level-1 MAP, and the Adam (filtered by the loss) and SGLD ensemble means at each width. Prints a
 markdown table of the gaps to the Level-2 saddle and where each network jumps or crosses over.
 
-Run: ``.venv/bin/python docs/scripts/protocol_widths.py out/protocol_d64.nc out/protocol_d256.nc ...``
+Run: ``python docs/scripts/protocol_widths.py docs/figures/paper/widths_d64.nc ...widths_d256.nc ...``
 """
-
-from __future__ import annotations
 
 import argparse
 
-import matplotlib.pyplot as plt
 import numpy as np
-import xarray as xr
+from _study import filtered, open_study, preset, pyplot, setting
 
-from bayes_attn.task import preset_from_attrs
 from bayes_attn.theory import phase_diagram
-
-
-def global_min(ds, rtol=0.05):
-    """The loss filter of ``classify_minima``: final train loss within rtol of the ensemble's best."""
-    loss = ds.adam_train_loss
-    return loss <= loss.min("member") * (1 + rtol)
 
 
 def filtered_mean(ds, name):
     """Ensemble mean over members at the global minimum (the paper's filter)."""
-    return ds[name].where(global_min(ds)).mean("member")
+    return filtered(ds, name)[0]
 
 
 def jump_and_crossover(ds):
@@ -37,32 +28,22 @@ def jump_and_crossover(ds):
     for act in ds.activation.values:
         sub = ds.sel(activation=act)
         for stage in ("adam", "sgld", "theory"):
-            c1 = sub[f"{stage}_c1"] if stage == "theory" else filtered_mean(sub, f"{stage}_c1")
-            cG = sub[f"{stage}_cG"] if stage == "theory" else filtered_mean(sub, f"{stage}_cG")
+            c1, cG = (sub[f"{stage}_{q}"] if stage == "theory" else filtered_mean(sub, f"{stage}_{q}")
+                      for q in ("c1", "cG"))  # fmt: skip
             P = sub.P.values
             if act == "softmax":
                 rise = np.diff(cG.values)
                 k = int(np.nanargmax(rise))
-                out[(act, stage)] = (
-                    f"aG rises most between P = {P[k]} and {P[k + 1]} (by {rise[k]:.3f})"
-                )
+                out[(act, stage)] = f"aG rises most between P = {P[k]} and {P[k + 1]} (by {rise[k]:.3f})"  # fmt: skip
             else:
                 over = np.nonzero(cG.values > c1.values + 0.01)[0]
-                out[(act, stage)] = (
-                    f"cG > c1 from P = {P[over[0]]}" if over.size else "cG < c1 at every P"
-                )
+                out[(act, stage)] = f"cG > c1 from P = {P[over[0]]}" if over.size else "cG < c1 at every P"  # fmt: skip
     return out
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+")
-    parser.add_argument("--fig", default="docs/figures/paper/protocol_widths.png")
-    args = parser.parse_args()
-    runs = {int(xr.open_dataset(f, engine="h5netcdf").attrs["d_model"]): f for f in args.files}
-    runs = {d: xr.load_dataset(f, engine="h5netcdf") for d, f in sorted(runs.items())}
-    first = next(iter(runs.values()))
-    task, hyper = preset_from_attrs(first.attrs)
+def figure(runs, path):
+    first, plt = next(iter(runs.values())), pyplot()
+    task, hyper = preset(first)
     Pf = np.geomspace(1, 3000, 200)
     acts = list(first.activation.values)
     fig, axes = plt.subplots(len(acts), 2, figsize=(10, 4 * len(acts)), squeeze=False)
@@ -70,85 +51,66 @@ def main():
     for r, act in enumerate(acts):
         th = phase_diagram(task, hyper, Pf, act, L=[task.L], boundaries=False).isel(L=0)
         names = ("c1", "cG") if act == "linear" else ("a1", "aG")
-        for c, name in enumerate(names):
-            ax = axes[r, c]
+        for c, (name, v) in enumerate(zip(names, ("c1", "cG"), strict=True)):
+            ax, sub = axes[r, c], first.sel(activation=act)
             ax.plot(Pf, th[name], "k-", lw=1.5, label="Level 2 saddle")
-            sub = first.sel(activation=act)
-            if np.isfinite(sub[f"level1_{('c1', 'cG')[c]}"]).any():
-                ax.plot(sub.P, sub[f"level1_{('c1', 'cG')[c]}"], "kx", ms=7, label="Level 1 MAP")
+            if np.isfinite(sub[f"level1_{v}"]).any():
+                ax.plot(sub.P, sub[f"level1_{v}"], "kx", ms=7, label="Level 1 MAP")
             for color, (d, ds) in zip(colors, runs.items(), strict=True):
                 s = ds.sel(activation=act)
-                v = f"{('c1', 'cG')[c]}"
-                ax.errorbar(
-                    s.P,
-                    filtered_mean(s, f"adam_{v}"),
-                    s[f"adam_{v}"].where(global_min(s)).std("member"),
-                    fmt="o",
-                    color=color,
-                    ms=4,
-                    capsize=2,
-                    label=f"Adam d={d}",
-                )
-                ax.plot(
-                    s.P,
-                    filtered_mean(s, f"sgld_{v}"),
-                    "s",
-                    mfc="none",
-                    color=color,
-                    ms=6,
-                    label=f"SGLD d={d}",
-                )
-            ax.set_xscale("log")
-            ax.set_xlabel("P")
-            ax.set_ylabel(name)
-            ax.set_title(f"{act}: {name}")
-            ax.set_xlim(1, 3000)
+                m, sd, _ = filtered(s, f"adam_{v}")
+                ax.errorbar(s.P, m, sd, fmt="o", color=color, ms=4, capsize=2, label=f"Adam d={d}")
+                ax.plot(s.P, filtered_mean(s, f"sgld_{v}"), "s", mfc="none", color=color, ms=6,
+                        label=f"SGLD d={d}")  # fmt: skip
+            ax.set(xscale="log", xlabel="P", ylabel=name, title=f"{act}: {name}", xlim=(1, 3000))
         axes[r, 0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(args.fig, dpi=120)
-    print(f"wrote {args.fig}\n")
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}\n")
 
-    print(
-        "| activation | P | Level 2 (c1, cG) | Level 1 | "
-        + " | ".join(f"Adam d={d} | SGLD d={d}" for d in runs)
-        + " |"
-    )
+
+def table(runs):
+    first = next(iter(runs.values()))
+    print("| activation | P | Level 2 (c1, cG) | Level 1 | "
+          + " | ".join(f"Adam d={d} | SGLD d={d}" for d in runs) + " |")  # fmt: skip
     print("|---" * (4 + 2 * len(runs)) + "|")
-    for act in acts:
+    for act in first.activation.values:
         for P in first.P.values:
             t = first.sel(activation=act, P=P)
             row = [act, str(P), f"{float(t.theory_c1):.3f}, {float(t.theory_cG):.3f}"]
-            row.append(
-                f"{float(t.level1_c1):.3f}, {float(t.level1_cG):.3f}"
-                if np.isfinite(t.level1_c1)
-                else "-"
-            )
+            finite = np.isfinite(t.level1_c1)
+            row.append(f"{float(t.level1_c1):.3f}, {float(t.level1_cG):.3f}" if finite else "-")
             for ds in runs.values():
                 if P not in ds.P.values:
                     row += ["-", "-"]
                     continue
                 s = ds.sel(activation=act, P=P)
-                n = int(global_min(s).sum())
+                n = int(filtered(s, "adam_cG")[2])
                 for stage in ("adam", "sgld"):
-                    row.append(
-                        f"{float(filtered_mean(s, f'{stage}_c1')):.3f}, "
-                        f"{float(filtered_mean(s, f'{stage}_cG')):.3f}"
-                        + (f" ({n})" if stage == "adam" else "")
-                    )
+                    m1, mG = (float(filtered_mean(s, f"{stage}_{q}")) for q in ("c1", "cG"))
+                    row.append(f"{m1:.3f}, {mG:.3f}" + (f" ({n})" if stage == "adam" else ""))
             print("| " + " | ".join(row) + " |")
     print()
     for d, ds in runs.items():
-        kept = global_min(ds).mean().item()
-        print(f"d={d}: {100 * kept:.0f}% of members pass the loss filter")
+        print(f"d={d}: {100 * (ds.global_min > 0.5).mean().item():.0f}% of members pass the loss "
+              "filter")  # fmt: skip
         for (act, stage), text in jump_and_crossover(ds).items():
             print(f"  {act:8s} {stage:6s} {text}")
-        gap = {}
-        for stage in ("adam", "sgld"):
-            g = np.abs(filtered_mean(ds, f"{stage}_cG") - ds.theory_cG)
-            gap[stage] = float(g.mean())
-        print(
-            f"  mean |cG - cG_theory| over P and activations: Adam {gap['adam']:.3f}, SGLD {gap['sgld']:.3f}"
-        )
+        gap = {st: float(np.abs(filtered_mean(ds, f"{st}_cG") - ds.theory_cG).mean())
+               for st in ("adam", "sgld")}  # fmt: skip
+        print(f"  mean |cG - cG_theory| over P and activations: Adam {gap['adam']:.3f}, SGLD "
+              f"{gap['sgld']:.3f}")  # fmt: skip
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+")
+    parser.add_argument("--fig", default="docs/figures/paper/protocol_widths.png")
+    args = parser.parse_args()
+    runs = {int(setting(ds, "d_model")): ds for ds in map(open_study, args.files)}
+    runs = dict(sorted(runs.items()))
+    figure(runs, args.fig)
+    table(runs)
 
 
 if __name__ == "__main__":

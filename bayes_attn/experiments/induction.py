@@ -1,0 +1,168 @@
+"""The induction head's experiments: the two-layer kernel limit's MAP at one P, read against the
+reference predictors.
+
+:func:`induction_map` finds the maximum a posteriori (M1, M2) of
+:func:`~bayes_attn.models.two_layer.two_layer_kernel_model` from two starts, one near zero (no head
+formed) and one at the hand-built induction circuit (:func:`circuit`), and keeps the lower
+potential, as the one-layer study starts in each phase. At the MAP it reports the order parameters
+of both layers (:func:`~bayes_attn.models.two_layer.induction_scores`) and the held-out loss of the
+posterior-mean readout beside the bigram, unigram and uniform references, with the KL to each
+(:func:`~bayes_attn.theory.induction_refs.compare_to_strategies`).
+
+References
+----------
+docs/theory.md §12-13.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayes_attn import algebra
+from bayes_attn._validation import check_activation, check_int, check_positive
+from bayes_attn.inference.potential import find_mode
+from bayes_attn.keys import dataset_key, run_key
+from bayes_attn.models.two_layer import forward, induction_scores, two_layer_kernel_model
+from bayes_attn.theory import induction_refs
+
+__all__ = [
+    "DESCRIPTIONS",
+    "INDUCTION_DEFAULTS",
+    "START_SCALE",
+    "check_induction",
+    "circuit",
+    "induction_map",
+    "induction_point",
+    "readout_mean",
+]
+
+#: the entries' scale of the start near zero (every head unformed)
+START_SCALE = 0.05
+
+
+def circuit(task, beta: float) -> dict:
+    """The hand-built induction circuit at strength ``beta``: M1 on the previous-token line of the
+    position block; M2 from the query's token to the key's copied token, with ``-beta`` on the
+    key at position 0 (docs/theory.md §13). ``{"M1", "M2"}``."""
+    V, L, n = task.V, task.L, task.n_features
+    M1 = jnp.zeros((n, n)).at[V + jnp.arange(1, L), V + jnp.arange(L - 1)].set(beta)
+    M2 = jnp.zeros((2 * n, 2 * n)).at[jnp.arange(V), n + jnp.arange(V)].set(beta)
+    return {"M1": M1, "M2": M2.at[jnp.arange(V), V].set(-beta)}
+
+
+def readout_mean(M1, M2, task, hyper, tokens, activation: str) -> jax.Array:
+    """The posterior mean of the readout w (V x 4n) given (M1, M2) on the training tokens: the
+    ridge solution (Phi^T Phi + sigma^2/g_O I)^-1 Phi^T y over the positions with a target."""
+    Phi, _, _ = forward(M1, M2, algebra.features(tokens, task.V), activation, True)
+    X = Phi[:, :-1].reshape(-1, Phi.shape[-1])
+    Y = task.targets(tokens)[:, :-1].reshape(-1, task.V)
+    lam = hyper.sigma2 / hyper.g_o
+    return jnp.linalg.solve(X.T @ X + lam * jnp.eye(X.shape[1]), X.T @ Y).T
+
+
+def induction_map(
+    task,
+    hyper,
+    P: int,
+    activation: str,
+    *,
+    seed: int = 0,
+    num_test: int = 2000,
+    beta: float = 3.0,
+    maxiter: int = 300,
+) -> dict:
+    """The two-layer kernel limit's MAP on ``P`` sequences drawn from ``seed``, from two starts.
+
+    Returns a flat ``{name: float}``: ``U_zero`` and ``U_circuit``, the potential at the mode found
+    from each start, ``start_won`` (0 near zero, 1 the circuit), the scores of both layers at the
+    kept mode on ``num_test`` held-out sequences, and its held-out ``loss`` beside ``loss_bigram``,
+    ``loss_unigram``, ``loss_uniform`` and the KL to each. The test sequences come from the run key
+    folded with 1, so every P and seed of a sweep is judged on its own fresh draw.
+    """
+    check_activation(activation)
+    P = check_int("P", P, 1)
+    num_test = check_int("num_test", num_test, 1)
+    beta = check_positive("beta", beta)
+    key = run_key(None, seed)
+    tokens = task.sample(dataset_key(key), P)
+    test = task.sample(jax.random.fold_in(key, 1), num_test)
+    n = task.n_features
+    k1, k2 = jax.random.split(jax.random.fold_in(key, 2))
+    starts = {
+        "zero": {
+            "M1": START_SCALE * jax.random.normal(k1, (n, n)),
+            "M2": START_SCALE * jax.random.normal(k2, (2 * n, 2 * n)),
+        },
+        "circuit": circuit(task, beta),
+    }
+    args = (task, hyper, tokens, activation)
+    modes = {
+        name: find_mode(two_layer_kernel_model, start=s, model_args=args, maxiter=maxiter)
+        for name, s in starts.items()
+    }
+    won = min(modes, key=lambda k: modes[k].U)
+    best = modes[won].potential.unravel(jnp.asarray(modes[won].x))
+    M1, M2 = best["M1"], best["M2"]
+    w = readout_mean(M1, M2, task, hyper, tokens, activation)
+    Phi, A1, A2 = forward(M1, M2, algebra.features(test, task.V), activation, True)
+    out = {f"U_{k}": float(m.U) for k, m in modes.items()}
+    out["start_won"] = float(won == "circuit")
+    out["converged"] = float(modes[won].converged)
+    out.update({k: float(v) for k, v in induction_scores(A1, A2, test, task.V).items()})
+    out.update(induction_refs.compare_to_strategies(task, test, np.asarray(Phi @ w.T)))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The sweep kind ``induction`` (bayes_attn/configs/induction_*.toml)
+
+#: the options of the ``induction`` sweep kind, with their defaults
+INDUCTION_DEFAULTS = {"num_test": 2000, "beta": 3.0, "maxiter": 300}
+
+#: the variables an ``induction`` sweep writes beyond the sweep's own
+DESCRIPTIONS = {
+    "U_zero": ("nats", "potential at the mode found from the start near zero (no head formed)"),
+    "U_circuit": ("nats", "potential at the mode found from the hand-built induction circuit"),
+    "start_won": (
+        "1",
+        "1 where the circuit's mode has the lower potential (it is the MAP), else 0",
+    ),
+    "converged": ("1", "the kept mode met the optimiser's gradient tolerance, 1 or 0"),
+    "uniform1": ("1", "layer 1: L x mean attention off the previous-token line (causal)"),
+    "copy1": ("1", "layer 1: L x (mean previous-token attention - uniform1 / L)"),
+    "induction2": ("1", "layer 2: attention mass on the positions after earlier x[a]"),
+    "induction2_excess": ("1", "induction2 minus the share of such positions (0: uniform)"),
+    "uniform2": ("1", "layer 2: L x mean attention off the induction matches"),
+    "loss": ("1", "held-out loss per token of the MAP's posterior-mean readout"),
+    "loss_bigram": ("1", "held-out loss of the Dirichlet bigram (Bayes-optimal, uniform start)"),
+    "loss_unigram": ("1", "held-out loss of the smoothed in-context unigram"),
+    "loss_uniform": ("1", "held-out loss of 1/V"),
+    "kl_bigram": ("nats", "mean KL(bigram || model's clipped output)"),
+    "kl_unigram": ("nats", "mean KL(unigram || model's clipped output)"),
+    "kl_uniform": ("nats", "mean KL(uniform || model's clipped output)"),
+}
+
+
+def check_induction(cfg, options: dict) -> dict:
+    """The induction kind needs an in-context Markov source (its references are defined for it)."""
+    from bayes_attn.tokens import InContextMarkov, parse_tokens
+
+    if not isinstance(parse_tokens(cfg.tokens), InContextMarkov):
+        raise ValueError(
+            f"tokens: the induction kind needs an icl-markov source, got {cfg.tokens} "
+            "(for example tokens = 'icl-markov:alpha=1,start=uniform')"
+        )
+    return options
+
+
+def induction_point(cfg, pt, task, hyper) -> dict:
+    """One grid point of an ``induction`` sweep: :func:`induction_map` on the induction task at
+    the point's (L, V) and the sweep's token source, every output a scalar."""
+    from bayes_attn.induction import InductionTask
+
+    task = InductionTask(task.L, task.V, task.tokens)
+    out = induction_map(task, hyper, int(pt["P"]), pt["activation"], seed=int(pt["seed"]),
+                        **cfg.options)  # fmt: skip
+    return {name: ((), np.asarray(v)) for name, v in out.items()}

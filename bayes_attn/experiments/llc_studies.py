@@ -1,0 +1,229 @@
+"""The LLC studies as sweep kinds (registered in :mod:`bayes_attn.experiments.kinds`).
+
+``llc_table1``: λ̂ against P at Table 1 (docs/validation.md, "λ̂ against P at Table 1"). At each
+grid point the frozen-embedding network of width ``d_model`` at the exact MAP
+(:func:`~bayes_attn.experiments.llc.llc_problem`, optionally from one ``phase``'s start), then
+:func:`~bayes_attn.experiments.llc.llc_point`: the exact LLC (W_O integrated out, NUTS over the
+whitened gate) and SGLD on the weights (unless ``exact_only``), with the order parameters at w*
+and the exact draws' mean. Configs: ``bayes_attn/configs/llc_table1*.toml``; figure and table:
+``docs/scripts/llc_table1.py``.
+
+``llc_phases``: the phases' free-energy difference from the LLC (docs/theory.md §11, "The free
+energy from the LLC"). At a softmax point, for each phase's centre w*_k,
+:func:`~bayes_attn.experiments.llc_ti.llc_free_energy` (exact, prior included, β = 1) gives
+F_k(n) - F_k(0) = n L_n(w*_k) + ∫_0^n λ̂_k(t)/t dt with F_k(0) Gaussian in closed form
+(:func:`gaussian_log_z0`), one more exact run at t = n gives λ̂(n) and E|M - M*|², and, with
+``gamma_nodes``, :func:`~bayes_attn.experiments.llc_ti.localization_free_energy` takes the
+localization away. Configs: ``bayes_attn/configs/llc_phases*.toml``; summary and figure:
+``docs/scripts/llc_phases.py`` (the profile beside it from ``bayes-attn landscape``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from bayes_attn import algebra
+from bayes_attn.analysis.llc import llc_estimate
+from bayes_attn.experiments.coexistence import PHASES, phase_starts
+from bayes_attn.experiments.llc import (
+    llc_free_energy,
+    llc_point,
+    llc_problem,
+    localization_free_energy,
+    network_order,
+    network_weights,
+)
+from bayes_attn.inference.llc import exact_frozen_llc
+from bayes_attn.models.levels import ORDER_PARAMETERS
+from bayes_attn.theory.level1 import start_in_span
+from bayes_attn.theory.modes import phase_boundary
+
+__all__ = [
+    "PHASES_DEFAULTS",
+    "TABLE1_DEFAULTS",
+    "gaussian_log_z0",
+    "phases_point",
+    "table1_point",
+]
+
+#: the options of an ``llc_table1`` sweep: the study's full settings (2026-12-05). SGLD starts at
+#: w*, where the directions held by γ alone relax in 1/(εγ) = 5000 steps: its burn-in is 5 of them
+TABLE1_DEFAULTS = dict(
+    d_model=256,
+    phase="map",  # w* from the global Level-2 saddle's start, or "weak" / "strong" (softmax)
+    gamma=100.0,
+    step_size=2e-6,
+    thinning=4,
+    num_chains=4,
+    num_draws=2000,
+    num_burnin=25_000,
+    exact_draws=1000,
+    exact_burnin=500,
+    exact_only=False,
+)
+
+#: the options of an ``llc_phases`` sweep (docs/validation.md, "the free-energy identity")
+PHASES_DEFAULTS = dict(
+    d_model=256,
+    gamma=4.0,
+    nodes=6,  # Gauss-Legendre nodes of the ladder in t (and nodes // 2 as its check)
+    num_chains=4,
+    num_draws=200,
+    num_burnin=200,
+    centre="map",  # or "mode": the gate's density's mode (the readout integrated out)
+    gamma_nodes=0,  # nodes of the ladder in γ at t = n (0: none)
+    gamma_draws=0,  # the γ ladder's draws and burn-in per chain (0: num_draws, num_burnin)
+    gamma_burnin=0,
+)
+
+#: the runs of ``llc_phases`` beside the t ladder (seeded from the point's seed): the run at t = n
+#: and the γ ladder, as the study ran them
+TOP_SEED, LOCALIZATION_SEED = 1000, 2000
+#: ``centre`` as stored: the joint MAP, the gate's mode, the phase's start (the phase has no mode)
+CENTRES = ("map", "mode", "start")
+_FIELDS = ("llc_mean", "mcse", "rhat", "ess", "acceptance")
+
+DESCRIPTIONS = {
+    "exact_llc_mean": ("1", "exact LLC of the frozen-embedding network (W_O integrated out)"),
+    "sgld_llc_mean": ("1", "LLC by SGLD on the network's weights (nan with exact_only)"),
+    "centre": ("1", "the phase's centre: 0 the joint MAP, 1 the gate's mode, 2 its start"),
+    "free_energy": ("nats", "F(n) of the phase, localized at its centre"),
+    "free_energy_basin": ("nats", "F(n) of the phase's basin, the localization taken away"),
+}
+
+
+def check_table1(cfg, options: dict) -> dict:
+    """Refuse an ``llc_table1`` sweep that cannot run: an unknown phase, a phase of linear
+    attention, or P < 2 (nβ = n / log n)."""
+    if options["phase"] not in ("map", *PHASES):
+        raise ValueError(f"phase must be 'map' or one of {PHASES}, got {options['phase']!r}")
+    if options["phase"] != "map" and set(cfg.activation) != {"softmax"}:
+        raise ValueError("phase: only softmax attention has two phases; list only softmax")
+    if min(cfg.P) < 2:
+        raise ValueError(f"P: nβ = n / log n needs P >= 2, got {min(cfg.P)}")
+    return options
+
+
+def table1_point(cfg, pt, task, hyper) -> dict:
+    """The exact LLC and SGLD's at one (activation, P, seed) of Table 1, with the order
+    parameters at w* (``<q>_star``) and the exact draws' mean (``exact_<q>_mean``)."""
+    o, act, P = cfg.options, pt["activation"], pt["P"]
+    phase = None if o["phase"] == "map" else o["phase"]
+    problem = llc_problem("network", task, hyper, P, act, d_model=o["d_model"], seed=pt["seed"],
+                          phase=phase)  # fmt: skip
+    _, args, kw, w_star, _ = problem
+    star = network_order(task, hyper, args[2], act, w_star, kw["embeddings"])
+    run = {k: o[k] for k in ("gamma", "step_size", "num_chains", "num_draws", "num_burnin",
+                             "thinning")}  # fmt: skip
+    idata, ex = llc_point(
+        "network", task, hyper, P, act, d_model=o["d_model"], seed=pt["seed"], phase=phase,
+        problem=problem, exact=True, exact_only=bool(o["exact_only"]),
+        exact_draws=o["exact_draws"], exact_burnin=o["exact_burnin"], progress=False,
+        sampler="sgld", **run,
+    )  # fmt: skip
+    out = {f"{q}_star": float(star.get(q, math.nan)) for q in ORDER_PARAMETERS}
+    for q in ORDER_PARAMETERS:
+        out[f"exact_{q}_mean"] = float(ex.posterior[q].mean()) if q in star else math.nan
+    e = llc_estimate(ex)
+    s = None if idata is None else llc_estimate(idata)
+    for f in _FIELDS:
+        out[f"exact_{f}"] = float(getattr(e, f))
+        out[f"sgld_{f}"] = math.nan if s is None else float(getattr(s, f))
+    out.update(nbeta=e.nbeta, init_loss=e.init_loss, grad_norm=e.grad_norm)
+    return {k: ((), np.float64(v)) for k, v in out.items()}
+
+
+def check_phases(cfg, options: dict) -> dict:
+    """Refuse an ``llc_phases`` sweep that cannot run."""
+    if set(cfg.activation) != {"softmax"}:
+        raise ValueError("activation: the phases are softmax's; list only softmax")
+    if options["centre"] not in CENTRES[:2]:
+        raise ValueError(f"centre must be 'map' or 'mode', got {options['centre']!r}")
+    if options["gamma_nodes"] == 1 or options["gamma_nodes"] < 0:
+        raise ValueError(f"gamma_nodes: 0 or at least 2, got {options['gamma_nodes']}")
+    return options
+
+
+def gaussian_log_z0(hyper, embeddings, w, gamma) -> float:
+    """-F(0) at the centre ``w`` up to the terms equal at every centre: the Gaussian bracket of
+    docs/theory.md §11 (the gate's whitened M~ with prior variance g_W/χ, the readout's
+    w~ = √d U^T W_O^T with g_O/χ, localization γ/d; the weights outside the span cancel)."""
+    U = np.asarray(algebra.span_basis(*embeddings))
+    d = U.shape[0]
+    m = U.T @ np.asarray(w["W_G"]) @ U
+    wo = math.sqrt(d) * U.T @ np.asarray(w["W_O"]).T
+    s_m, s_o = hyper.g_w / hyper.chi, hyper.g_o / hyper.chi
+    return float(
+        -(np.sum(m**2) / (2 * (s_m + 1 / gamma)) + np.sum(wo**2) / (2 * (s_o + d / gamma)))
+    )
+
+
+def phase_centre(task, hyper, P, phase, *, d_model, seed, centre="map"):
+    """``(problem, aG at w*, centre)`` of ``phase``: the joint MAP from the phase's start
+    (``"map"``), or the mode of the gate's density (``"mode"``, the readout's log-determinant in)
+    and, where that mode lies across the package's phase divide
+    (:func:`~bayes_attn.theory.modes.phase_boundary`: the phase has no mode), the start itself."""
+    problem = llc_problem("network", task, hyper, P, "softmax", d_model=d_model, seed=seed,
+                          phase=phase, include_logdet=centre == "mode")  # fmt: skip
+    model, args, kw, w, n = problem
+    aG = network_order(task, hyper, args[2], "softmax", w, kw["embeddings"])["aG"]
+    if centre == "mode" and (aG < phase_boundary(task, hyper, P)) != (phase == "weak"):
+        emb = kw["embeddings"]
+        R = algebra.gram_factor(algebra.embedding_gram(*emb), task.n_features)
+        M0 = start_in_span(np.asarray(phase_starts(task, hyper, P, "kernel")[phase]["M"]), R)
+        w, centre = network_weights(task, hyper, args[2], "softmax", M0, emb), "start"
+        problem = (model, args, kw, w, n)
+        aG = network_order(task, hyper, args[2], "softmax", w, emb)["aG"]
+    return problem, float(aG), centre
+
+
+def _one_phase(o, task, hyper, P, seed, phase) -> dict:
+    """One phase's ladders: {name: (dims, value)}."""
+    (model, args, kw, w, _), aG_star, centre = phase_centre(
+        task, hyper, P, phase, d_model=o["d_model"], seed=seed, centre=o["centre"]
+    )
+    run = {k: o[k] for k in ("num_chains", "num_draws", "num_burnin")}
+    common = dict(model_args=args, model_kwargs=kw, nbeta=float(P), gamma=o["gamma"],
+                  include_prior=True, **run)  # fmt: skip
+    ti = llc_free_energy(
+        model, w, **common, exact=True, num_nodes=o["nodes"], seed=seed,
+        scale=o["gamma"] + hyper.chi / hyper.g_w,  # the gate's precision at t = 0
+        log_z0=gaussian_log_z0(hyper, kw["embeddings"], w, o["gamma"]),
+    )  # fmt: skip
+    top = exact_frozen_llc(model, w, **common, seed=seed + TOP_SEED)
+    est = llc_estimate(top)
+    out = {k: ((), float(ti[k])) for k in ("delta_f", "delta_f_se", "delta_f_half",
+                                           "quadrature_error", "free_energy", "log_z0",
+                                           "init_loss", "nbeta")}  # fmt: skip
+    out.update({f"ti_{k}": (("node",), ti[k].values) for k in ("t", "llc", "mcse", "rhat")})
+    out.update(
+        aG_star=((), aG_star), centre=((), float(CENTRES.index(centre))),
+        llc_top=((), est.llc_mean), llc_top_mcse=((), est.mcse), llc_top_rhat=((), est.rhat),
+        distance2_top=((), float((top.posterior["distance"] ** 2).mean())),
+        aG_top=((), float(top.posterior["aG"].mean())),
+    )  # fmt: skip
+    if o["gamma_nodes"]:
+        loc_run = dict(num_draws=o["gamma_draws"] or o["num_draws"],
+                       num_burnin=o["gamma_burnin"] or o["num_burnin"])  # fmt: skip
+        loc = localization_free_energy(
+            model, w, **{**common, **loc_run}, exact=True, num_nodes=o["gamma_nodes"],
+            seed=seed + LOCALIZATION_SEED,
+            scale=hyper.chi / hyper.g_w,  # the gate's prior precision (localization_free_energy)
+        )  # fmt: skip
+        for k in ("g", "half_sq_distance", "mcse", "rhat", "loss_min", "loss_max"):
+            out[f"loc_{k}"] = (("loc_node",), loc[k].values)
+        for k in ("delta_f", "delta_f_se", "delta_f_half", "quadrature_error"):
+            out[f"loc_{k}"] = ((), float(loc[k]))
+        out["free_energy_basin"] = ((), float(ti["free_energy"]) - float(loc["delta_f"]))
+    return out
+
+
+def phases_point(cfg, pt, task, hyper) -> dict:
+    """Both phases' ladders at one softmax point, on the dimension ``phase`` (weak, strong)."""
+    rows = [_one_phase(cfg.options, task, hyper, pt["P"], pt["seed"], ph) for ph in PHASES]
+    return {
+        k: (("phase", *dims), np.stack([np.asarray(r[k][1], dtype=float) for r in rows]))
+        for k, (dims, _) in rows[0].items()
+    }
