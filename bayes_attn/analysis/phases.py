@@ -63,6 +63,7 @@ nan when they do not (the pooled fraction then reflects the initialisation, not 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 
@@ -242,6 +243,7 @@ def _smc_occupancy(idata, ind, frac, attrs, table, alpha, common):
     runs = (
         f"{n_chains} SMC run{'s' if n_chains > 1 else ''} of {n_draws} equally weighted particles"
     )
+    result = functools.partial(PhaseOccupancy, table=table(n_eff), **common)
     test = {}
     if n_chains > 1 and p not in (0.0, 1.0) and np.all(se_c > 0):
         chi2 = float(np.sum((frac - p) ** 2 / se_c**2))
@@ -250,8 +252,7 @@ def _smc_occupancy(idata, ind, frac, attrs, table, alpha, common):
         test = {"chi2": chi2, "dof": dof, "p_value": p_value}
         how += f"; runs' agreement chi2 = {chi2:.3g} on {dof} dof, p = {p_value:.3g}"
         if p_value < alpha:
-            return PhaseOccupancy(
-                table=table(n_eff),
+            return result(
                 se=math.nan,
                 verdict="not mixing",
                 reason=(
@@ -260,16 +261,13 @@ def _smc_occupancy(idata, ind, frac, attrs, table, alpha, common):
                 ),
                 tau=math.nan,
                 **test,
-                **common,
             )
-    return PhaseOccupancy(
-        table=table(n_eff),
+    return result(
         se=se,
         verdict="independent draws",
         reason=f"{runs}; {how}",
         tau=float(n_draws * n_chains / np.sum(n_eff)) if np.sum(n_eff) > 0 else math.inf,
         **test,
-        **common,
     )
 
 
@@ -279,59 +277,48 @@ def _mcmc_occupancy(ind, frac, p, switches, table, alpha, common) -> PhaseOccupa
     n_chains, n_draws = ind.shape
     tau = _tau(ind)
     ess = n_draws / tau * np.ones(n_chains)
+    result = functools.partial(PhaseOccupancy, table=table(ess), tau=tau, **common)
     if p in (0.0, 1.0):
         phase = "strong" if p == 1.0 else "weak"
-        return PhaseOccupancy(
-            table=table(ess),
+        return result(
             se=math.nan,
             verdict="single phase",
             reason=f"every draw of every chain is in the {phase} phase; mixing between phases untested",
-            tau=tau,
-            **common,
         )
     for k, name in ((1, "strong"), (0, "weak")):
         share = frac if k == 1 else 1.0 - frac
         never = np.flatnonzero(share == 0.0)
         mostly = np.flatnonzero(share >= 0.5)
         if never.size and mostly.size:
-            return PhaseOccupancy(
-                table=table(ess),
+            return result(
                 se=math.nan,
                 verdict="not mixing",
                 reason=(
                     f"chain(s) {', '.join(map(str, never))} never visit the {name} phase, where "
                     f"chain(s) {', '.join(map(str, mostly))} spend most of their draws"
                 ),
-                tau=tau,
-                **common,
             )
     if n_chains == 1:
         se = math.sqrt(p * (1 - p) / ess.sum())
-        return PhaseOccupancy(
-            table=table(ess),
+        return result(
             se=se,
             verdict="mixing",
             reason=f"one chain with {int(switches[0])} phase switches (tau = {tau:.3g})",
-            tau=tau,
-            **common,
         )
     chi2 = float(np.sum(ess * (frac - p) ** 2) / (p * (1 - p)))
     dof = n_chains - 1
     p_value = float(stats.chi2.sf(chi2, dof))
     mixing = p_value >= alpha
-    return PhaseOccupancy(
-        table=table(ess),
+    return result(
         se=math.sqrt(p * (1 - p) / ess.sum()) if mixing else math.nan,
         verdict="mixing" if mixing else "not mixing",
         reason=(
             f"chi2 = {chi2:.3g} on {dof} dof, p = {p_value:.3g} "
             f"{'>=' if mixing else '<'} {alpha:g} (tau = {tau:.3g})"
         ),
-        tau=tau,
         chi2=chi2,
         dof=dof,
         p_value=p_value,
-        **common,
     )
 
 

@@ -41,6 +41,16 @@ def _theory_grid(quick: bool) -> dict:
     return dict(P=(1.0, 5e3, 240), L=tuple(range(3, 41)), V=tuple(range(2, 13)))
 
 
+def _transition(activation: str, quick: bool) -> dict:
+    """The transition figure of one activation (Figs. 3 and 4): the protocol sweep, the theory grid."""
+    return dict(
+        figure="transition",
+        activation=activation,
+        sweeps={"protocol": protocol(quick)},
+        theory=_theory_grid(quick),
+    )
+
+
 def fig1(quick: bool = False) -> dict:
     """Fig. 1: attention patterns at P = 20, 100, 300, 800 for both activations (the trained
     networks above the theory), and the loss per token against P with the trained ensembles.
@@ -62,12 +72,7 @@ def fig3(quick: bool = False) -> dict:
 
     Reproduce: ``bayes-attn figures --only fig3 [--quick]``
     """
-    return dict(
-        figure="transition",
-        activation="linear",
-        sweeps={"protocol": protocol(quick)},
-        theory=_theory_grid(quick),
-    )
+    return _transition("linear", quick)
 
 
 def fig4(quick: bool = False) -> dict:
@@ -76,12 +81,7 @@ def fig4(quick: bool = False) -> dict:
 
     Reproduce: ``bayes-attn figures --only fig4 [--quick]``
     """
-    return dict(
-        figure="transition",
-        activation="softmax",
-        sweeps={"protocol": protocol(quick)},
-        theory=_theory_grid(quick),
-    )
+    return _transition("softmax", quick)
 
 
 def posterior(quick: bool = False) -> dict:

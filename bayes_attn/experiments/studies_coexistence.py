@@ -95,7 +95,7 @@ _CHAIN_COLUMNS = ("n_draws", "n_strong", "strong_fraction", "n_switches", "ess")
 
 def occupancy_point(cfg, pt, task, hyper):
     """NUTS's per-chain occupancy (dims ("chain",)), its pooled strong fraction, boundary and
-    verdict (an index into :data:`VERDICTS`); each Adam member's start (0 uniform, 1 copy), final
+    verdict (an index into ``VERDICTS``); each Adam member's start (0 uniform, 1 copy), final
     aG, phase (1 strong) and objective per token (dims ("member",)) and the network's divide."""
     from bayes_attn.experiments.coexistence import ensemble_occupancy, start_occupancy
     from bayes_attn.experiments.hysteresis import orthonormal_start

@@ -125,16 +125,21 @@ def model_at(
         return kernel_limit_model, (task, hyper, tokens, activation), {}
     kw = {}
     if embeddings is not None:
-        d = int(np.shape(embeddings[0])[0])
-        if d_model is not None and d_model != d:
-            raise ValueError(f"d_model {d_model} does not match the embeddings' width {d}")
-        d_model = d
+        d_model = _embeddings_width(embeddings, d_model)
         kw = {"train_embeddings": False, "embeddings": tuple(embeddings)}
     if d_model is None:
         raise ValueError("d_model: the network level needs a width (or the embeddings)")
     if batch_size and batch_size < np.shape(tokens)[0]:
         kw["batch_size"] = int(batch_size)
     return network_model, (task, hyper, tokens, activation, int(d_model)), kw
+
+
+def _embeddings_width(embeddings, d_model) -> int:
+    """The width of frozen embeddings, which ``d_model`` (when given) must equal."""
+    d = int(np.shape(embeddings[0])[0])
+    if d_model is not None and d_model != d:
+        raise ValueError(f"d_model {d_model} does not match the embeddings' width {d}")
+    return d
 
 
 def _two_layer_at(level, task, hyper, data, activation, d_model, embeddings):
@@ -148,7 +153,7 @@ def _two_layer_at(level, task, hyper, data, activation, d_model, embeddings):
         return two_layer_kernel_model, (task, hyper, tokens, activation), {}
     kw = {}
     if embeddings is not None:
-        d_model = int(np.shape(embeddings[0])[0]) if d_model is None else d_model
+        d_model = _embeddings_width(embeddings, d_model)
         kw = {"embeddings": tuple(embeddings)}
     if d_model is None:
         raise ValueError("d_model: the network level needs a width (or the embeddings)")

@@ -67,6 +67,14 @@ def check_readout(readout, layers: int) -> tuple[str, ...]:
     return tuple(s for s in STREAMS if s in readout)
 
 
+def _check_layers(layers, readout) -> tuple[int, tuple[str, ...]]:
+    """``layers`` (1 or 2), and ``readout`` checked against it (:func:`check_readout`)."""
+    layers = check_int("layers", layers, 1)
+    if layers > 2:
+        raise ValueError(f"layers must be 1 or 2, got {layers}")
+    return layers, check_readout(readout, layers)
+
+
 def _is_causal(task) -> bool:
     """Causal attention and next-token targets for the induction task; the copy task attends over
     the whole sequence (today's one-layer model)."""
@@ -176,10 +184,7 @@ def two_layer_kernel_model(
     the copy task with one layer, today's ``c1``/``cG`` or ``a1``/``aG``).
     """
     check_activation(activation)
-    layers = check_int("layers", layers, 1)
-    if layers > 2:
-        raise ValueError(f"layers must be 1 or 2, got {layers}")
-    readout = check_readout(readout, layers)
+    layers, readout = _check_layers(layers, readout)
     tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
     psi = _whiten(task, tokens, gram)
     n = task.n_features
@@ -230,10 +235,7 @@ def two_layer_network_model(
     O(n d^2), not O(P L d^2). Deterministic sites as :func:`two_layer_kernel_model`'s."""
     check_activation(activation)
     d = check_int("d_model", d_model, 1)
-    layers = check_int("layers", layers, 1)
-    if layers > 2:
-        raise ValueError(f"layers must be 1 or 2, got {layers}")
-    readout = check_readout(readout, layers)
+    layers, readout = _check_layers(layers, readout)
     tokens = jnp.asarray(check_tokens(tokens, task.L, task.V))
     g = (hyper.g_w / hyper.chi) ** 0.5
     if embeddings is None:

@@ -345,23 +345,15 @@ def precursors(ds_linear, ds_softmax, boundaries, scaled: bool = True):
                     label=f"NUTS +- 2 MCSE, chi = {chi:g}",
                 )
     ylabel = "chi x posterior variance" if scaled else "posterior variance"
-    axes[0].set(
-        xscale="log",
-        yscale="log",
-        xlabel="P (training sequences)",
-        ylabel=f"{ylabel} of c1",
-        title="linear: fluctuations grow towards P* (2nd order)",
-    )
-    _vline(axes[0], boundaries.second_order, color="grey", lw=0.8, label="P*")
-    axes[1].set(
-        xscale="log",
-        yscale="log",
-        xlabel="P (training sequences)",
-        ylabel=f"{ylabel} of aG",
-        title="softmax: finite up to the jump (1st order)",
-    )
-    for ax in axes:
+    titles = {
+        "c1": "linear: fluctuations grow towards P* (2nd order)",
+        "aG": "softmax: finite up to the jump (1st order)",
+    }
+    for ax, (q, title) in zip(axes, titles.items(), strict=True):
+        ax.set(xscale="log", yscale="log", xlabel="P (training sequences)",
+               ylabel=f"{ylabel} of {q}", title=title)  # fmt: skip
         _plain_log_ticks(ax)
+    _vline(axes[0], boundaries.second_order, color="grey", lw=0.8, label="P*")
     _vline(axes[1], boundaries.first_order, color="C3", lw=0.8, label="first-order P*")
     for k, s in enumerate(boundaries.spinodals):
         _vline(axes[1], s, color="C3", ls=":", lw=0.8, label="spinodals" if k == 0 else None)

@@ -17,18 +17,13 @@ from _study import filtered, open_study, preset, pyplot, setting
 from bayes_attn.theory import phase_diagram
 
 
-def filtered_mean(ds, name):
-    """Ensemble mean over members at the global minimum (the paper's filter)."""
-    return filtered(ds, name)[0]
-
-
 def jump_and_crossover(ds):
     """Softmax: the P interval with the largest rise of aG; linear: the first P where cG > c1."""
     out = {}
     for act in ds.activation.values:
         sub = ds.sel(activation=act)
         for stage in ("adam", "sgld", "theory"):
-            c1, cG = (sub[f"{stage}_{q}"] if stage == "theory" else filtered_mean(sub, f"{stage}_{q}")
+            c1, cG = (sub[f"{stage}_{q}"] if stage == "theory" else filtered(sub, f"{stage}_{q}")[0]
                       for q in ("c1", "cG"))  # fmt: skip
             P = sub.P.values
             if act == "softmax":
@@ -60,7 +55,7 @@ def figure(runs, path):
                 s = ds.sel(activation=act)
                 m, sd, _ = filtered(s, f"adam_{v}")
                 ax.errorbar(s.P, m, sd, fmt="o", color=color, ms=4, capsize=2, label=f"Adam d={d}")
-                ax.plot(s.P, filtered_mean(s, f"sgld_{v}"), "s", mfc="none", color=color, ms=6,
+                ax.plot(s.P, filtered(s, f"sgld_{v}")[0], "s", mfc="none", color=color, ms=6,
                         label=f"SGLD d={d}")  # fmt: skip
             ax.set(xscale="log", xlabel="P", ylabel=name, title=f"{act}: {name}", xlim=(1, 3000))
         axes[r, 0].legend(fontsize=7)
@@ -87,7 +82,7 @@ def table(runs):
                 s = ds.sel(activation=act, P=P)
                 n = int(filtered(s, "adam_cG")[2])
                 for stage in ("adam", "sgld"):
-                    m1, mG = (float(filtered_mean(s, f"{stage}_{q}")) for q in ("c1", "cG"))
+                    m1, mG = (float(filtered(s, f"{stage}_{q}")[0]) for q in ("c1", "cG"))
                     row.append(f"{m1:.3f}, {mG:.3f}" + (f" ({n})" if stage == "adam" else ""))
             print("| " + " | ".join(row) + " |")
     print()
@@ -96,7 +91,7 @@ def table(runs):
               "filter")  # fmt: skip
         for (act, stage), text in jump_and_crossover(ds).items():
             print(f"  {act:8s} {stage:6s} {text}")
-        gap = {st: float(np.abs(filtered_mean(ds, f"{st}_cG") - ds.theory_cG).mean())
+        gap = {st: float(np.abs(filtered(ds, f"{st}_cG")[0] - ds.theory_cG).mean())
                for st in ("adam", "sgld")}  # fmt: skip
         print(f"  mean |cG - cG_theory| over P and activations: Adam {gap['adam']:.3f}, SGLD "
               f"{gap['sgld']:.3f}")  # fmt: skip

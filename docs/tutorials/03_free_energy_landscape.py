@@ -21,9 +21,9 @@
 # each holding âG near its centre with a quadratic bias, combined by MBAR into one profile
 # (`inference.run_umbrella`, then `analysis.free_energy_profile`). Quick settings: few draws per window, so the error bars are wide.
 #
-# Run time, measured on 2026-12-06 (run as a script, with the live Level-1 run below): 190 s of
-# CPU; 686 s wall on the 2-core machine, shared with other jobs at a load of about 15. The last
-# cell prints this run's.
+# Run time, measured on 2026-12-06 (executed as a notebook, with the live Level-1 run below):
+# 343 s wall on the 2-core machine, shared with other jobs at a load of 6-12 (187 s of CPU, of
+# which about 135 s the Level-1 run). The last cell prints this run's.
 
 # %%
 import time
