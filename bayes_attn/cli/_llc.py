@@ -28,9 +28,9 @@ from bayes_attn.cli._types import BURNIN, STEP, LazyChoice, package_result, writ
 log = logging.getLogger("bayes_attn")
 
 #: --sampler, --metric, --chains, --draws, --burnin, --step-size, --nbeta, --gamma,
-#: --include-prior; the defaults are the command's own (inference.llc.COMMAND_SETTINGS: NUTS in
-#: the Laplace metric, which passes its verdict on the default problem in minutes where SGLD
-#: does not), except the burn-in rule, the llc sweep's
+#: --include-prior; the defaults are the command's own (inference.llc.COMMAND_SETTINGS: NUTS,
+#: which passes its verdict on the default problem where SGLD does not), the burn-in rule the
+#: llc sweep's
 _run_options = stack(
     click.option("--sampler", type=LazyChoice(homes.LLC_SAMPLERS),
                  default=homes.llc_command("sampler"),
@@ -38,9 +38,9 @@ _run_options = stack(
                  "(chains are its independent runs, draws its particles per run)"),
     click.option("--metric", type=LazyChoice(homes.LLC_METRICS),
                  default=homes.llc_command("metric"),
-                 help="NUTS's metric: the dense inverse Hessian of the target at w* (laplace; "
-                 "for at most a few thousand weights) or a diagonal one learnt in warm-up "
-                 "(adapt)"),
+                 help="NUTS's metric: a diagonal one learnt in warm-up (adapt) or the dense "
+                 "inverse Hessian of the target at w* (laplace; for at most a few thousand "
+                 "weights)"),
     click.option("--chains", type=click.IntRange(min=1), default=None,
                  show_default="the llc sweep's num_chains; llc_smc.DEFAULT_RUNS (16) runs for smc",
                  help="chains, started around w* (smc: its independent runs, whose spread is the "
@@ -49,8 +49,7 @@ _run_options = stack(
                  help="draws kept per chain"),
     click.option("--burnin", type=BURNIN, default=homes.sweep("llc", "num_burnin"),
                  help="steps discarded first, or auto: 5 / (ε γ), five relaxation times of what γ "
-                 "holds (SGLD, MALA); NUTS's warm-up: 200 in the Laplace metric, 500 with --metric "
-                 "adapt"),
+                 "holds (SGLD, MALA); NUTS's warm-up: 500, or 200 with --metric laplace"),
     click.option("--step-size", type=STEP, default=homes.llc_command("step_size"),
                  help="ε, or auto: 0.1 / the largest curvature of the target at w* (llc_step_size)"),
     click.option("--nbeta", type=float, default=None, show_default="P / log P", help="nβ"),
