@@ -17,6 +17,7 @@ from bayes_attn._validation import check_int, check_positive
 from bayes_attn.analysis.llc import llc_estimate
 from bayes_attn.inference import resolve_key
 from bayes_attn.inference.llc import exact_frozen_llc, frozen_llc_target, llc_target, run_llc
+from bayes_attn.inference.llc_settings import LLCSettings
 from bayes_attn.models.levels import ORDER_PARAMETERS
 from bayes_attn.progress import say
 
@@ -125,7 +126,7 @@ def llc_free_energy(
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     nbeta: float | None = None,
-    gamma: float = 100.0,
+    gamma: float = LLCSettings.gamma,
     include_prior: bool = False,
     n: int | None = None,
     num_nodes: int = 8,
@@ -232,7 +233,7 @@ def localization_free_energy(
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     nbeta: float | None = None,
-    gamma: float = 100.0,
+    gamma: float = LLCSettings.gamma,
     include_prior: bool = False,
     n: int | None = None,
     num_nodes: int = 4,

@@ -39,7 +39,8 @@ The parts: the target (:mod:`~bayes_attn.inference.llc_target`, the frozen netwo
 :mod:`~bayes_attn.inference.llc_frozen`), the Langevin kernel and loop
 (:mod:`~bayes_attn.inference.llc_langevin`), NUTS (:mod:`~bayes_attn.inference.llc_nuts`), the
 chunks and the checkpoint both loops share (:mod:`~bayes_attn.inference.llc_checkpoint`). This
-module is the driver, :func:`run_llc`, with its defaults in :class:`LLCSettings`, and
+module is the driver, :func:`run_llc`, with its defaults in :class:`LLCSettings`
+(:mod:`~bayes_attn.inference.llc_settings`, re-exported here), and
 :func:`exact_frozen_llc`.
 
 References
@@ -51,7 +52,6 @@ singularity-aware complexity measure", AISTATS 2025; C. Li, C. Chen, D. Carlson 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import jax
@@ -59,12 +59,13 @@ import xarray as xr
 
 from bayes_attn import _arviz as az
 from bayes_attn._deprecation import renamed
-from bayes_attn._validation import check_int, check_positive
+from bayes_attn._validation import check_int
 from bayes_attn.inference import llc_checkpoint as ckpt
 from bayes_attn.inference.convert import finish
 from bayes_attn.inference.llc_frozen import frozen_llc_target
 from bayes_attn.inference.llc_langevin import run_langevin
-from bayes_attn.inference.llc_nuts import LAPLACE_WARMUP, NUTS_METRICS, run_nuts_chains
+from bayes_attn.inference.llc_nuts import LAPLACE_WARMUP, run_nuts_chains
+from bayes_attn.inference.llc_settings import LLC_SAMPLERS, LLCSettings
 from bayes_attn.inference.llc_target import (
     BURNIN_RELAXATIONS,
     STEP_FRACTION,
@@ -93,51 +94,6 @@ __all__ = [
     "llc_target",
     "run_llc",
 ]
-
-LLC_SAMPLERS = ("sgld", "rmsprop", "mala", "nuts", "smc")
-
-
-@dataclasses.dataclass(frozen=True)
-class LLCSettings:
-    """:func:`run_llc`'s sampler options and their defaults (the one place they are set; the
-    CLI's ``llc`` and the ``llc`` sweep read them). The fields are :func:`run_llc`'s keyword
-    arguments of the same names; :meth:`checked` checks them, each error naming its parameter."""
-
-    sampler: str = "sgld"
-    num_chains: int = 4
-    num_draws: int = 200
-    num_burnin: int | str = 0
-    thinning: int = 1
-    step_size: float | str = "auto"
-    nbeta: float | None = None
-    gamma: float = 100.0
-    include_prior: bool = False
-    init_noise: float | None = None
-    rmsprop: tuple[float, float] = (0.99, 1e-8)
-    metric: str = "adapt"
-
-    def checked(self) -> LLCSettings:
-        """Every option checked before any work starts (``"auto"`` kept as it is)."""
-        if self.sampler not in LLC_SAMPLERS:
-            raise ValueError(f"sampler must be one of {LLC_SAMPLERS}, got {self.sampler!r}")
-        if self.metric not in NUTS_METRICS:
-            raise ValueError(f"metric must be one of {NUTS_METRICS}, got {self.metric!r}")
-        o = {n: check_int(n, getattr(self, n), 1) for n in ("num_chains", "num_draws", "thinning")}
-        if self.num_burnin != "auto":
-            o["num_burnin"] = check_int("num_burnin", self.num_burnin, 0)
-        if self.step_size != "auto":
-            o["step_size"] = check_positive("step_size", self.step_size)
-        alpha, delta = (float(a) for a in self.rmsprop)
-        if not (0 <= alpha < 1 and delta > 0):
-            raise ValueError(f"rmsprop must be (alpha in [0, 1), delta > 0), got {self.rmsprop!r}")
-        if self.init_noise is not None:
-            o["init_noise"] = float(self.init_noise)
-            if not (math.isfinite(o["init_noise"]) and o["init_noise"] >= 0):
-                raise ValueError(
-                    f"init_noise must be a finite number >= 0, got {self.init_noise!r}"
-                )
-        return dataclasses.replace(self, rmsprop=(alpha, delta), **o)
-
 
 COMMAND_SETTINGS = LLCSettings(sampler="nuts", num_draws=500, num_burnin="auto")
 """``bayes-attn llc``'s defaults: :class:`LLCSettings` with NUTS (its window adaptation, 500
@@ -343,7 +299,7 @@ def exact_frozen_llc(
     num_draws: int = 1000,
     num_burnin: int = 500,
     nbeta: float | None = None,
-    gamma: float = 100.0,
+    gamma: float = _S.gamma,
     include_prior: bool = False,
     init_noise: float = 1e-3,
     seed: int | None = None,

@@ -13,6 +13,7 @@ import numpy as np
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_positive
+from bayes_attn.inference.llc_settings import LLCSettings
 from bayes_attn.inference.llc_target import LLCTarget, default_nbeta
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.models.network import init_params, network_model
@@ -132,7 +133,7 @@ def frozen_llc_target(
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     nbeta: float | None = None,
-    gamma: float = 100.0,
+    gamma: float = LLCSettings.gamma,
     include_prior: bool = False,
 ) -> LLCTarget:
     """:func:`~bayes_attn.inference.llc_target.llc_target` of the frozen-embedding network, W_O integrated out in closed form.

@@ -26,6 +26,7 @@ import numpy as np
 from numpyro import handlers
 
 from bayes_attn._validation import check_int, check_positive
+from bayes_attn.inference.llc_settings import LLCSettings
 from bayes_attn.inference.potential import Potential, flat_potential, full_plates
 
 __all__ = [
@@ -144,7 +145,7 @@ def llc_target(
     model_args: tuple = (),
     model_kwargs: dict | None = None,
     nbeta: float | None = None,
-    gamma: float = 100.0,
+    gamma: float = LLCSettings.gamma,
     include_prior: bool = False,
     n: int | None = None,
 ) -> LLCTarget:
