@@ -21,9 +21,14 @@ stable step for this stiff posterior, so it is small for every SGLD, and the sam
 the two run the same chain.
 
 Run: ``make bench-peers`` or ``.venv/bin/python benchmarks/bench_peers.py [--steps 300]
-[--torch-python .venv-bench/bin/python] [--d 256] [--sgld-only] [--ours-steps N]``
-(``--sgld-only``: (a) and (c) and their ratio per step, which issue 28 asks for at ``--d 1024``;
-``--ours-steps N``: (c)'s step from the difference of runs of N and 2N steps, no compile).
+[--torch-python .venv-bench/bin/python] [--d 256] [--sgld-only] [--ours-steps N] [--repeats R]``
+(``--sgld-only``: (a) and (c) and their ratio per step, which issues 28 and 44 ask for at
+``--d 1024``, side by side: each of R repeats runs (a) for STEPS steps, then (c)'s kernel step
+(``SGLD.sample``, jitted loops of N = ``--ours-steps`` steps, default 10) with the default settings and
+with each of :data:`OPTIONS` (``SGLDSettings``' fast-step options), then the step's floor, the
+value and gradient of the potential plus one normal draw per weight, float64; it prints wall and
+CPU (process) seconds, the CPU ones being the robust figure on a loaded machine;
+otherwise ``--ours-steps N``: (c)'s step from the difference of runs of N and 2N steps).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import subprocess
 import tempfile
 import time
 import warnings
+from functools import partial
 
 import arviz as az
 import jax
@@ -49,11 +55,20 @@ import bayes_attn as ba
 from bayes_attn import algebra
 from bayes_attn.inference import run_nuts, run_sgld
 from bayes_attn.inference.members import sgld_step_size
+from bayes_attn.inference.sgld import SGLD
 from bayes_attn.models import forward_per_token, init_params, kernel_limit_model, network_model
 from bayes_attn.models.network import prior_scales
 from bayes_attn.theory.level1 import level1_fit, level1_map
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+OPTIONS = {
+    "default": {},
+    "fused": {"fused": True},
+    "fused + float32 noise": {"fused": True, "noise_dtype": "float32"},
+    "float32 (all) + fused": {"fused": True, "dtype": "float32"},
+}
+"""(c)'s settings in ``--sgld-only``: ``run_sgld`` keyword arguments (``SGLDSettings`` fields)."""
 
 
 def per_token_model(task, hyper, tokens, activation, d_model, embeddings):
@@ -81,6 +96,91 @@ def ess(x):
     return float(az.ess(np.asarray(x)[None, :]))
 
 
+def _clock():
+    return np.array([time.perf_counter(), time.process_time()])
+
+
+def _per_step(model_args, kw, start, eps, steps, dtype="float64", **options):
+    """(wall, CPU) seconds per step of run_sgld's kernel (``SGLD.sample``, the body of run_sgld's
+    compiled loop), the least of 3 calls of one jitted loop of ``steps`` steps: no compile, no
+    post-processing, no load spikes of a single call."""
+    with jax.enable_x64(dtype == "float64"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cast = partial(jax.tree.map, lambda x: jnp.asarray(np.asarray(x), dtype))
+        kernel, kw = (
+            SGLD(network_model, eps, **options),
+            {**kw, "embeddings": cast(kw["embeddings"])},
+        )
+        state = kernel.init(jax.random.key(0), 0, cast(start), model_args, kw)
+        body = lambda i, s: kernel.sample(s, model_args, kw)  # noqa: E731
+        loop = jax.jit(lambda s: jax.lax.fori_loop(0, steps, body, s))
+        state = jax.block_until_ready(loop(state))
+        best = np.full(2, np.inf)
+        for _ in range(3):
+            t0 = _clock()
+            state = jax.block_until_ready(loop(state))
+            best = np.minimum(best, _clock() - t0)
+    return best / steps
+
+
+def _floor(U, flat, reps=20):
+    """(wall, CPU) seconds of the step's floor: the jitted value and gradient of ``U`` at ``flat``
+    plus one float64 normal draw per weight, each timed over ``reps`` calls."""
+    vg = jax.jit(jax.value_and_grad(U))
+    draw = jax.jit(lambda k: jax.random.normal(k, flat.shape, flat.dtype))
+    total = np.zeros(2)
+    for f, x in ((vg, flat), (draw, jax.random.key(0))):
+        jax.block_until_ready(f(x))
+        t0 = _clock()
+        for _ in range(reps):
+            out = f(x)
+        jax.block_until_ready(out)
+        total += (_clock() - t0) / reps
+    return total
+
+
+def _torch(torch_py, args, tokens, W_emb, p, start, eps, hyper, steps):
+    """(a): its (wall, CPU) seconds per step and its aG trace, run in the bench environment."""
+    std = prior_scales(hyper, args.d)
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = pathlib.Path(tmp) / "in.npz", pathlib.Path(tmp) / "out.npz"
+        np.savez(inp, tokens=np.asarray(tokens), W_emb=np.asarray(W_emb), p=np.asarray(p),
+                 W_G=np.asarray(start["W_G"]), W_O=np.asarray(start["W_O"]), eps=eps,
+                 steps=steps, chi=hyper.chi, sigma2=hyper.sigma2, activation="softmax",
+                 prec_G=1 / std["W_G"] ** 2, prec_O=1 / std["W_O"] ** 2)  # fmt: skip
+        subprocess.run([str(torch_py), str(ROOT / "benchmarks" / "_peers_torch.py"), str(inp),
+                        str(out)], check=True)  # fmt: skip
+        res = dict(np.load(out))
+    sec = np.array([float(res["seconds_per_step"]), float(res["cpu_seconds_per_step"])])
+    return sec, res["aG"], str(res["torch_version"])
+
+
+def side_by_side(args, ours, U, flat, torch_py, torch_args):
+    """``--sgld-only``: per repeat, (a), (c) under every :data:`OPTIONS`, and the floor."""
+    rows = {}
+    for r in range(args.repeats):
+        if torch_py.exists():
+            rows.setdefault("(a) PyTorch + devinterp SGLD (per-token)", []).append(
+                _torch(torch_py, *torch_args, args.steps)[0])  # fmt: skip
+        for name, options in OPTIONS.items():
+            sec = _per_step(*ours, args.ours_steps or 10, **options)
+            rows.setdefault(f"(c) ours, {name}", []).append(sec)
+        rows.setdefault("floor: value+grad + normal draw (f64)", []).append(_floor(U, flat))
+        print(f"repeat {r + 1}: " + ", ".join(f"{k.split(',')[-1].strip()} {v[-1][0]:.4f} s"
+                                           for k, v in rows.items()), flush=True)  # fmt: skip
+    a = rows.get("(a) PyTorch + devinterp SGLD (per-token)")
+    print(f"\nd = {args.d}, P = 800: seconds per step, wall / CPU, each repeat"
+          + ("" if a is None else "; (a) / row per repeat, wall and CPU"))  # fmt: skip
+    for name, secs in rows.items():
+        line = "  ".join(f"{w:.4f}/{c:.4f}" for w, c in secs)
+        if a is not None:
+            ratio = [
+                f"x{aw / w:.1f}/x{ac / c:.1f}" for (aw, ac), (w, c) in zip(a, secs, strict=True)
+            ]
+            line += "   " + " ".join(ratio)
+        print(f"{name:42s} {line}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300, help="SGLD steps timed, (a) and (c)")
@@ -89,8 +189,9 @@ def main():
     ap.add_argument("--torch-python", default=str(ROOT / ".venv-bench" / "bin" / "python"))
     ap.add_argument("--d", type=int, default=256, help="d_model")
     ap.add_argument("--ours-steps", type=int, default=0,
-                    help="(c) per step from runs of N and 2N steps (their difference)")  # fmt: skip
+                    help="(c) per step from runs of N and 2N steps; --sgld-only: loops of N steps")  # fmt: skip
     ap.add_argument("--sgld-only", action="store_true", help="(a) and (c) only: the per-step ratio")
+    ap.add_argument("--repeats", type=int, default=3, help="--sgld-only: side-by-side repeats")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     task, hyper = ba.CopyTask.paper(), ba.Hyper.paper()
@@ -109,6 +210,14 @@ def main():
     print(f"one network: L=25, V=5, d={d}, P={P}, {act}, frozen embeddings, Table 1, float64; "
           f"SGLD step {eps:.3g} (curvature rule), chains start at the exact MAP")  # fmt: skip
     rows = {}
+    torch_py = pathlib.Path(args.torch_python)
+    if args.sgld_only:
+        torch_args = (args, tokens, W_emb, p, start, eps, hyper)
+        ours = ((task, hyper, tokens, act, d), kw, start, eps)
+        side_by_side(args, ours, lambda z: U(None, z), flat, torch_py, torch_args)
+        if not torch_py.exists():
+            print(f"(a) skipped: no {torch_py} (make bench-peers builds it)")
+        return
 
     # (c) ours, explicit SGLD on the span forward
     run_sgld(
@@ -141,31 +250,11 @@ def main():
     )
 
     # (a) PyTorch + devinterp SGLD, per-token forward, in the bench environment
-    torch_py = pathlib.Path(args.torch_python)
     if torch_py.exists():
-        std = prior_scales(hyper, d)
-        with tempfile.TemporaryDirectory() as tmp:
-            inp, out = pathlib.Path(tmp) / "in.npz", pathlib.Path(tmp) / "out.npz"
-            np.savez(inp, tokens=np.asarray(tokens), W_emb=np.asarray(W_emb), p=np.asarray(p),
-                     W_G=np.asarray(start["W_G"]), W_O=np.asarray(start["W_O"]), eps=eps,
-                     steps=args.steps, chi=hyper.chi, sigma2=hyper.sigma2, activation=act,
-                     prec_G=1 / std["W_G"] ** 2, prec_O=1 / std["W_O"] ** 2)  # fmt: skip
-            subprocess.run([str(torch_py), str(ROOT / "benchmarks" / "_peers_torch.py"), str(inp),
-                            str(out)], check=True)  # fmt: skip
-            res = np.load(out)
-            name = f"(a) PyTorch {res['torch_version']} + devinterp SGLD (per-token)"
-            rows[name] = (float(res["seconds_per_step"]), ess(res["aG"]), "step")
+        sec, aG, version = _torch(torch_py, args, tokens, W_emb, p, start, eps, hyper, args.steps)
+        rows[f"(a) PyTorch {version} + devinterp SGLD (per-token)"] = (sec[0], ess(aG), "step")
     else:
         print(f"(a) skipped: no {torch_py} (make bench-peers builds it)")
-
-    if args.sgld_only:
-        a = next((v for k, v in rows.items() if k.startswith("(a)")), None)
-        c = rows["(c) ours, explicit SGLD (span forward)"]
-        for name, (sec, _, _) in sorted(rows.items()):
-            print(f"{name:54s} {sec:12.4f} s per step")
-        if a is not None:
-            print(f"per step, (a) / (c): x{a[0] / c[0]:.1f} at d = {d}, P = {P}")
-        return
 
     # (b) NumPyro NUTS on the per-token forward, a few draws at tree depth <= 6
     mcmc = MCMC(NUTS(per_token_model, max_tree_depth=6), num_warmup=args.per_token_draws,

@@ -339,3 +339,58 @@ def test_run_sgld_float32():
     assert jnp.zeros(()).dtype == jnp.float64  # the 64-bit mode is back on
     with pytest.raises(ValueError, match="dtype"):
         run_sgld(network_model, model_args=args, dtype="float16")
+
+
+def _two_site_model(y):
+    """mu as in ``_gaussian_model`` and an independent (2, 3) site x ~ N(0, 4 v) without data."""
+    numpyro.sample("x", dist.Normal(0.0, 2 * V**0.5).expand((2, 3)).to_event(2))
+    _gaussian_model(y)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"fused": True, "noise_dtype": "float32"},
+        {"fused": True},
+        pytest.param({"noise_dtype": "float32"}, marks=pytest.mark.slow),
+    ],
+)
+def test_fast_step_options_keep_the_exact_discrete_time_law(options):
+    """The options of SGLDSettings that speed the step (site-by-site update, float32 noise) keep
+    the chain's stationary law: on two independent Gaussian sites (mu, v = 1 / lam; x, six
+    coordinates of variance 4 v) at eps = 0.4 v, the mean and the variance about the exact mean
+    of each site match the exact ULA values T v / (1 - eps / (2 v)) within 4 MCSE (the six x
+    coordinates pooled as independent chains): 4 comparisons, each failing a correct sampler with
+    probability ~6e-5. The fused update is the default's up to rounding: the first 50 steps of a
+    default run agree with it to 1e-10 relative."""
+    eps = 0.4 * V
+    run = dict(model_args=(Y,), num_chains=4, num_warmup=500, step_size=eps, seed=0,
+               init_params={"mu": jnp.full(4, M), "x": jnp.zeros((4, 2, 3))}, progress=False)  # fmt: skip
+    post = run_sgld(_two_site_model, num_samples=20_000, **run, **options).posterior
+    assert post.attrs.get("fused", 0) == options.get("fused", 0)
+    mu = post["mu"].values
+    x = np.moveaxis(post["x"].values, 1, -1).reshape(-1, post.sizes["draw"])  # (4 * 6, draw)
+    for name, draws, v in (("mu", mu - M, V), ("x", x, 4 * V)):
+        exact = v / (1 - eps / (2 * v))  # _ula_variance's, at T = 1
+        assert abs(draws.mean()) < 4 * az.mcse(draws, method="mean"), name
+        sq = draws**2
+        assert abs(sq.mean() - exact) < 4 * az.mcse(sq, method="mean"), (name, sq.mean(), exact)
+    if options.get("noise_dtype") is None:
+        short = {**run, "num_warmup": 0, "num_samples": 50}
+        want = run_sgld(_two_site_model, **short).posterior
+        got = run_sgld(_two_site_model, **short, **options).posterior
+        for k in ("mu", "x"):
+            np.testing.assert_allclose(got[k].values, want[k].values, rtol=1e-10, atol=1e-14)
+
+
+def test_fast_step_options_default_off_and_are_validated():
+    """SGLDSettings holds the options' defaults (off: the draws stay NumPyro MCMC's, above)."""
+    import inspect
+
+    from bayes_attn.inference.sgld import SGLDSettings
+
+    params = inspect.signature(run_sgld).parameters
+    for name in ("fused", "noise_dtype"):
+        assert params[name].default == getattr(SGLDSettings(), name) in (False, None)
+    with pytest.raises(ValueError, match="noise_dtype"):
+        run_sgld(_gaussian_model, model_args=(Y,), noise_dtype="float16", progress=False)
