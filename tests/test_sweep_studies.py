@@ -129,3 +129,20 @@ def test_level1_starts_by_activation(tmp_path):
     assert np.isfinite(action.sel(activation="linear").isel(start=0)).all()
     assert np.isnan(action.sel(activation="linear").isel(start=[1, 2])).all()
     assert np.isfinite(action.sel(activation="softmax").isel(start=[1, 2])).all()
+
+
+def test_every_kind_describes_its_variables_from_the_one_table():
+    """The studies' variables are described by ``kinds.DESCRIPTIONS``, the one table (issue 44),
+    not by the fallback of their names; a kind's own meaning of a name still overrides it."""
+    from bayes_attn.experiments.kinds import DESCRIPTIONS
+    from bayes_attn.experiments.sweep import _describe
+
+    assert _describe("var_nuts", "precursors")["description"] == DESCRIPTIONS["var_nuts"][1]
+    assert _describe("free_energy_basin", "llc_phases")["units"] == "nats"
+    assert "phase_occupancy's verdict" in _describe("nuts_verdict", "occupancy")["description"]
+    assert _describe("loss", "induction") != _describe("loss", "theory")
+    # a name in the table is described by its own entry, before its prefix is taken off
+    assert _describe("level1_U", "coexistence_modes") == {
+        "units": "nats",
+        "description": DESCRIPTIONS["level1_U"][1],
+    }

@@ -76,7 +76,10 @@ from bayes_attn import _deprecation
 from bayes_attn.task import preset_from_attrs
 from bayes_attn.theory.modes import phase_boundary as level2_boundary
 
-__all__ = ["PhaseOccupancy", "phase_occupancy", "MIXING_RULE"]
+__all__ = ["PhaseOccupancy", "phase_occupancy", "MIXING_RULE", "VERDICTS"]
+
+#: the verdicts of :func:`phase_occupancy`, in the order a result file codes them (by index)
+VERDICTS = ("independent draws", "mixing", "not mixing", "single phase")
 
 __getattr__ = _deprecation.moved(__name__, {"phase_boundary": "bayes_attn.theory.modes"})
 

@@ -40,9 +40,9 @@ from bayes_attn._validation import check_int, check_tokens
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 from bayes_attn.inference import resolve_key, smc_checkpoint
 from bayes_attn.inference.basins import BasinEvidence, NoBasin, basin_evidence
-from bayes_attn.inference.potential import seconds_per_gradient
+from bayes_attn.inference.potential import flat_potential
 from bayes_attn.models.levels import LEVELS, model_at
-from bayes_attn.progress import announce, say
+from bayes_attn.progress import say
 from bayes_attn.task import preset_attrs
 from bayes_attn.theory.modes import phase_boundary, phase_starts
 
@@ -426,6 +426,7 @@ def start_occupancy(
     :func:`bayes_attn.theory.modes`.
     """
     from bayes_attn.inference import run_nuts
+    from bayes_attn.inference.nuts import NUTSSettings, announce_cost
 
     nuts_bar = renamed("progress_bar", progress_bar, "progress", False)  # the old NUTS bar
     _check_level(level)
@@ -446,24 +447,18 @@ def start_occupancy(
         )
         for name in starts["weak"]
     }
-    if progress:
-        draws = num_chains * (num_warmup + num_samples)
-        announce(
-            f"start_occupancy: NUTS, {num_chains} chains x ({num_warmup} warm-up + {num_samples}) "
-            "draws, 8 to 1023 gradients per draw",
-            (8 * draws, 1023 * draws),
-            seconds_per_gradient(model, args, kwargs),
-        )
+    chains = dict(num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples)
+    if progress:  # NUTS's cost line, without its bar
+        pot = flat_potential(model, args, kwargs)
+        announce_cost(pot, NUTSSettings.metric, **chains, who="start_occupancy: NUTS,")
     idata = run_nuts(
         model,
         model_args=args,
         model_kwargs=kwargs,
-        num_chains=num_chains,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
         seed=seed,
         progress=nuts_bar,
         init_params=init,
+        **chains,
     )
     occ = phase_occupancy(idata, "aG", boundary=cut)
     return occ, idata

@@ -85,14 +85,6 @@ TOP_SEED, LOCALIZATION_SEED = 1000, 2000
 CENTRES = ("map", "mode", "start")
 _FIELDS = ("llc_mean", "mcse", "rhat", "ess", "acceptance")
 
-DESCRIPTIONS = {
-    "exact_llc_mean": ("1", "exact LLC of the frozen-embedding network (W_O integrated out)"),
-    "sgld_llc_mean": ("1", "LLC by SGLD on the network's weights (nan with exact_only)"),
-    "centre": ("1", "the phase's centre: 0 the joint MAP, 1 the gate's mode, 2 its start"),
-    "free_energy": ("nats", "F(n) of the phase, localized at its centre"),
-    "free_energy_basin": ("nats", "F(n) of the phase's basin, the localization taken away"),
-}
-
 
 def check_table1(cfg, options: dict) -> dict:
     """Refuse an ``llc_table1`` sweep that cannot run: an unknown phase, a phase of linear

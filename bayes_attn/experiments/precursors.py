@@ -49,27 +49,25 @@ from bayes_attn.theory.fluctuations import posterior_variance
 __all__ = ["precursors"]
 
 
-def _nuts_variance(task, hyper, P, activation, c, fold, num_chains, num_warmup, num_samples, seed):
-    """Variance of the order parameter from NUTS draws and its MCSE; chains start at the saddle."""
+def _nuts_variance(task, hyper, P, activation, c, fold, run: dict):
+    """Variance of the order parameter from NUTS draws and its MCSE; chains start at the saddle.
+    ``run``: :func:`~bayes_attn.inference.run_nuts`'s chains, warm-up, draws and seed."""
     from bayes_attn.inference import run_nuts
     from bayes_attn.models import order_param_model
 
     if activation == "linear":
-        init = {"c1": jnp.full(num_chains, c[0]), "cG": jnp.full(num_chains, c[1])}
+        init = {"c1": jnp.full(run["num_chains"], c[0]), "cG": jnp.full(run["num_chains"], c[1])}
         name = "c1"
     else:
         aG = algebra.softmax_order(jnp.float64(c[0]), task.L)[1]
-        init = {"aG": jnp.full(num_chains, aG)}
+        init = {"aG": jnp.full(run["num_chains"], aG)}
         name = "aG"
     idata = run_nuts(
         order_param_model,
         model_args=(task, hyper, float(P), activation),
-        num_chains=num_chains,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        seed=seed,
         progress=False,
         init_params=init,
+        **run,
     )
     post = idata.posterior
     x = post[name].values
@@ -125,19 +123,10 @@ def precursors(
     num_chains = check_int("num_chains", num_chains, 1)
     ds = posterior_variance(task, hyper, Ps, activation, exact=exact)
     if nuts:
+        run = dict(num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples, seed=seed)
+        saddle, folded = ds.saddle.values, ds.folded.values
         rows = [
-            _nuts_variance(
-                task,
-                hyper,
-                float(P),
-                activation,
-                ds.saddle.values[k],
-                bool(ds.folded.values[k]),
-                num_chains,
-                num_warmup,
-                num_samples,
-                seed,
-            )  # fmt: skip
+            _nuts_variance(task, hyper, float(P), activation, saddle[k], bool(folded[k]), run)
             for k, P in enumerate(ds.P.values)
         ]
         v, m, div = (np.asarray(a) for a in zip(*rows, strict=True))

@@ -224,16 +224,3 @@ def delta_f_point(cfg, pt, task, hyper):
         for name in ds.data_vars
         if set(ds[name].dims) <= {"phase"}
     }
-
-
-DESCRIPTIONS = {
-    "exact_c1": ("1", "held-out c1 (a1) of the member's exact MAP (linear: Z2-folded)"),
-    "exact_cG": ("1", "held-out cG (aG) of the member's exact MAP (linear: Z2-folded)"),
-    "exact_global_min": ("1", "the member's MAP passes the loss filter (classify_minima), 1 or 0"),
-    "var_laplace": ("1", "variance of the order parameter by Laplace at the global saddle"),
-    "var_exact": ("1", "variance of the order parameter by quadrature"),
-    "var_nuts": ("1", "variance of the order parameter by NUTS (nan where not run)"),
-    "mcse_nuts": ("1", "Monte Carlo standard error of var_nuts"),
-    "q1": ("1", "final c1 (a1) of the member after Adam at this rung of the loop"),
-    "qG": ("1", "final cG (aG) of the member after Adam at this rung of the loop"),
-}

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from bayes_attn.analysis.phases import VERDICTS
 from bayes_attn.experiments.points import pool_tokens
 from bayes_attn.inference.umbrella import UmbrellaSettings
 
@@ -32,8 +33,6 @@ __all__ = ["landscape_linear_point", "modes_point", "occupancy_point"]
 
 #: the phases of the extra dim ``phase``, in order
 PHASES = ("weak", "strong")
-#: the verdicts of :func:`~bayes_attn.analysis.phase_occupancy`, coded by their index
-VERDICTS = ("independent draws", "mixing", "not mixing", "single phase")
 
 
 def check_pool(cfg, options: dict) -> dict:
@@ -197,30 +196,3 @@ def landscape_linear_point(cfg, pt, task, hyper):
         "min_overlap": ((), float(prof.min_overlap_next)),
         "max_r_hat": ((), float(np.nanmax(prof.r_hat.values))),
     }
-
-
-DESCRIPTIONS = {
-    "level2_aG": ("1", "aG of the Level-2 phase (exact; nan where it does not exist)"),
-    "level2_delta_F": ("nats", "Level 2's F_strong - F_weak (log-determinant; nan: one phase)"),
-    "level1_aG": ("1", "aG of the Level-1 mode from its start (weak: uniform; strong: copy)"),
-    "level1_U": ("nats", "potential at the Level-1 mode from the phase's start"),
-    "level1_divide": ("1", "aG of Level 1's divide between its modes (nan: one mode)"),
-    "nuts_n_draws": ("draws", "the chain's draws"),
-    "nuts_n_strong": ("draws", "the chain's draws above the divide"),
-    "nuts_strong_fraction": ("1", "the chain's fraction of draws above the divide"),
-    "nuts_n_switches": ("1", "the chain's changes of phase between draws"),
-    "nuts_ess": ("draws", "effective draws of the chain's phase indicator"),
-    "nuts_fraction": ("1", "pooled fraction of NUTS draws in the strong phase"),
-    "nuts_boundary": ("1", "aG of the divide NUTS's draws are split at (Level 1's own)"),
-    "nuts_verdict": ("1", "phase_occupancy's verdict, an index into " + ", ".join(VERDICTS)),
-    "adam_start": ("1", "the member's start: 0 uniform, 1 copy"),
-    "adam_aG": ("1", "the member's final aG"),
-    "adam_strong": ("1", "the member ends above the network's divide, 1 or 0"),
-    "adam_objective": ("1", "the member's final objective per token"),
-    "adam_boundary": ("1", "aG of the network posterior's divide (level_modes)"),
-    "cG_minimum": ("1", "cG at the lowest point of F(cG)"),
-    "profile_mean": ("1", "mean of cG under the profile"),
-    "level2_minimum": ("1", "cG at the minimum of Level 2's F(cG) on the same bins"),
-    "map_cG": ("1", "|cG| of the Level-1 MAP (L-BFGS) on the member's dataset and Gram"),
-    "F_at_map": ("nats", "F(cG) - min F at the MAP's cG"),
-}

@@ -297,6 +297,9 @@ def provenance(cfg: SweepConfig) -> dict:
 
 def _describe(name: str, kind: str = "") -> dict:
     table = {**DESCRIPTIONS, **resolve(kind_spec(kind).descriptions)} if kind else DESCRIPTIONS
+    if name in table:  # a variable described by its own name (level1_U, adam_start, ...)
+        units, text = table[name]
+        return {"units": units, "description": text}
     base = name
     for prefix in ("adam_", "sgld_", "theory_", "level1_"):
         base = base.removeprefix(prefix)

@@ -55,8 +55,8 @@ from bayes_attn.inference.record import RunRecord
 from bayes_attn.keys import resolve_key
 from bayes_attn.progress import announce, bar, say, seconds_per_call
 
-__all__ = ["GRADIENTS_PER_DRAW", "METRICS", "LaplaceStart", "NUTSSettings", "laplace_start",
-           "run_nuts"]  # fmt: skip
+__all__ = ["GRADIENTS_PER_DRAW", "METRICS", "LaplaceStart", "NUTSSettings", "announce_cost",
+           "laplace_start", "run_nuts"]  # fmt: skip
 
 METRICS = ("adapt", "laplace")
 
@@ -174,14 +174,27 @@ def laplace_start(
     return LaplaceStart(mode, cov, starts)
 
 
-def _announce_cost(pot, metric, num_chains, num_warmup, num_samples):
-    """Say what the run costs before it starts: one timed gradient times the gradients it takes."""
+def announce_cost(pot, metric, num_chains, num_warmup, num_samples, who="run_nuts:"):
+    """Say what a NUTS run costs before it starts: one timed gradient times the gradients it takes.
+
+    Parameters
+    ----------
+    pot : Potential
+        The run's density (:func:`~bayes_attn.inference.potential.flat_potential`).
+    metric : str
+        The run's metric; its gradients per draw are :data:`GRADIENTS_PER_DRAW`'s.
+    num_chains, num_warmup, num_samples : int
+        The run's chains, warm-up transitions and draws per chain.
+    who : str
+        What the line starts with (:func:`run_nuts` says ``"run_nuts:"``; a caller that runs
+        NUTS without its bar names itself).
+    """
     x0 = uniform_init(pot, jax.random.key(0))
     seconds = seconds_per_call(jax.jit(jax.grad(pot.U)), x0)
     lo, hi = GRADIENTS_PER_DRAW[metric]
     draws = num_chains * (num_warmup + num_samples)
     extra = 0
-    what = f"run_nuts: {num_chains} chains x ({num_warmup} warm-up + {num_samples}) draws"
+    what = f"{who} {num_chains} chains x ({num_warmup} warm-up + {num_samples}) draws"
     what += f" in {pot.dim} dimensions, {lo} to {hi} gradients per draw"
     if metric == "laplace":
         extra = 4 * pot.dim  # the Hessian: dim Hessian-vector products, ~4 gradients each
@@ -361,7 +374,7 @@ def run_nuts(
     rng, seed, key_attrs = resolve_key(key, seed)
     pot = flat_potential(model, model_args, model_kwargs)
     if progress:
-        _announce_cost(pot, metric, num_chains, num_warmup, num_samples)
+        announce_cost(pot, metric, num_chains, num_warmup, num_samples)
     k_start, k_warmup, k_draws = jax.random.split(rng, 3)
     x0, inv_mass, found = _starts(pot, k_start, init_params, num_chains, metric, start, progress)
     settings = {"target_accept": target_accept, "init_given": init_params is not None,

@@ -112,26 +112,34 @@ def model_at(
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     check_activation(activation)
-    if isinstance(task, InductionTask):
-        return _two_layer_at(level, task, hyper, data, activation, d_model, embeddings)
+    # the induction task's models are the two causal layers (models.two_layer), whose network
+    # has no train_embeddings switch (frozen embeddings are given, or trained) and no minibatch
+    two_layer = isinstance(task, InductionTask)
+    if level == "reduced" and two_layer:
+        raise ValueError(
+            "level: the induction task has no reduced (Level-2) theory; use kernel or network"
+        )
     if level == "reduced":
         return (
             order_param_model,
             (task, hyper, float(data), activation),
             ({"include_logdet": True} if include_logdet else {}),
         )
+    model = (TWO_LAYER_MODELS if two_layer else MODELS)[level]
     tokens = jnp.asarray(check_tokens(data, task.L, task.V))
     if level == "kernel":
-        return kernel_limit_model, (task, hyper, tokens, activation), {}
+        return model, (task, hyper, tokens, activation), {}
     kw = {}
     if embeddings is not None:
         d_model = _embeddings_width(embeddings, d_model)
-        kw = {"train_embeddings": False, "embeddings": tuple(embeddings)}
+        kw = {"embeddings": tuple(embeddings)}
+        if not two_layer:
+            kw = {"train_embeddings": False, **kw}
     if d_model is None:
         raise ValueError("d_model: the network level needs a width (or the embeddings)")
-    if batch_size and batch_size < np.shape(tokens)[0]:
+    if batch_size and batch_size < np.shape(tokens)[0] and not two_layer:
         kw["batch_size"] = int(batch_size)
-    return network_model, (task, hyper, tokens, activation, int(d_model)), kw
+    return model, (task, hyper, tokens, activation, int(d_model)), kw
 
 
 def _embeddings_width(embeddings, d_model) -> int:
@@ -140,24 +148,6 @@ def _embeddings_width(embeddings, d_model) -> int:
     if d_model is not None and d_model != d:
         raise ValueError(f"d_model {d_model} does not match the embeddings' width {d}")
     return d
-
-
-def _two_layer_at(level, task, hyper, data, activation, d_model, embeddings):
-    """The induction task's models: two causal layers (:mod:`bayes_attn.models.two_layer`)."""
-    if level == "reduced":
-        raise ValueError(
-            "level: the induction task has no reduced (Level-2) theory; use kernel or network"
-        )
-    tokens = jnp.asarray(check_tokens(data, task.L, task.V))
-    if level == "kernel":
-        return two_layer_kernel_model, (task, hyper, tokens, activation), {}
-    kw = {}
-    if embeddings is not None:
-        d_model = _embeddings_width(embeddings, d_model)
-        kw = {"embeddings": tuple(embeddings)}
-    if d_model is None:
-        raise ValueError("d_model: the network level needs a width (or the embeddings)")
-    return two_layer_network_model, (task, hyper, tokens, activation, int(d_model)), kw
 
 
 def seed_embeddings(task, hyper, d_model: int, *, seed: int | None = None, key=None):
