@@ -280,6 +280,49 @@ def test_interrupted_nuts_resumes_bit_for_bit_and_refuses_other_arguments(tmp_pa
         np.testing.assert_array_equal(resumed[group][name], whole[group][name])
 
 
+@pytest.mark.slow  # ~25 s of CPU; the default run resumes the same Keeper (NUTS tests above)
+def test_interrupted_exact_llc_resumes_bit_for_bit(tmp_path, monkeypatch):
+    """``llc --exact``'s run (exact_frozen_llc, W_O integrated out) keeps the same checkpoint:
+    Ctrl-C after its second save, then the same call, gives the uninterrupted run's draws
+    (before: a rerun started from nothing, and 10 minutes of NUTS were lost)."""
+    import jax
+
+    import bayes_attn.inference.llc_checkpoint as ckpt
+    from bayes_attn import algebra
+    from bayes_attn.inference.llc import exact_frozen_llc
+    from bayes_attn.models import network_model
+    from bayes_attn.models.network import init_embeddings
+
+    task, hyper, d = ba.CopyTask(8, 3), ba.Hyper.paper(), 12
+    tokens = task.sample(jax.random.key(1), 12)
+    emb = init_embeddings(jax.random.key(2), task, hyper, d)
+    U = algebra.span_basis(*emb)
+    w_star = {"W_G": 0.1 * U @ U.T, "W_O": np.zeros((task.V, d))}  # any point serves here
+    call = dict(model_args=(task, hyper, tokens, "softmax", d),
+                model_kwargs={"train_embeddings": False, "embeddings": emb}, num_chains=2,
+                num_draws=12, num_burnin=8, seed=4)  # fmt: skip
+    whole = exact_frozen_llc(network_model, w_star, **call)
+    path = tmp_path / "llc_exact.ckpt.npz"
+    save, calls = ckpt.save, []
+
+    def save_then_stop(*args):
+        save(*args)
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "save", save_then_stop)
+    monkeypatch.setattr(ckpt, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(ckpt, "CHUNK_SECONDS", 0.0)
+    with pytest.raises(KeyboardInterrupt):
+        exact_frozen_llc(network_model, w_star, checkpoint=path, **call)
+    monkeypatch.setattr(ckpt, "save", save)
+    assert path.exists()
+    resumed = exact_frozen_llc(network_model, w_star, checkpoint=path, **call)
+    assert not path.exists()
+    np.testing.assert_array_equal(resumed.posterior["loss"], whole.posterior["loss"])
+
+
 def test_interrupted_laplace_nuts_resumes_bit_for_bit(tmp_path, monkeypatch):
     """NUTS in the Laplace metric keeps the same checkpoint (its warm-up adapts the step alone);
     a checkpoint of the window-adapted NUTS is another run's."""
@@ -463,3 +506,38 @@ def test_llc_std_is_devinterps_and_the_devinterp_view():
     assert view["llc/mean"] == est.llc_mean and view["llc/std"] == est.llc_std
     assert [view[f"llc-chain/{i}"] for i in range(4)] == list(est.llc_per_chain)
     np.testing.assert_array_equal(view["loss/trace"], est.loss_trace)
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        # before: 1000 steps of 7-127 gradients, the adapted metric's warm-up and trees
+        (["--metric", "laplace"], "llc by nuts, 4 chains x 700 steps"),
+        (["--sampler", "nuts"], "llc by nuts, 4 chains x 1000 steps"),
+        # before: "llc by smc, 16 chains x 1550 steps", SGLD's schedule, then SMC's own
+        (["--sampler", "smc"], None),
+    ],
+)
+def test_llc_announces_the_run_it_makes(argv, said, capsys, tmp_path, quadratic_problem,
+                                        monkeypatch):  # fmt: skip
+    """The cost announced is the run's: NUTS in the Laplace metric warms up for LAPLACE_WARMUP
+    steps at 3-31 gradients each; SMC announces its own cost (by tempering step) alone."""
+    import functools
+
+    import bayes_attn.experiments.llc as experiment
+
+    @functools.wraps(run_llc)  # its signature, whose defaults the announcement reads
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt  # the announcement is made; stop before the run
+
+    monkeypatch.setattr(experiment, "run_llc", stop)
+    main(["llc", *argv, "--nbeta", str(NBETA), "--gamma", str(GAMMA), "--out",
+          str(tmp_path / "llc.nc")])  # fmt: skip
+    lines = [s for s in capsys.readouterr().err.splitlines() if "llc by " in s and " x " in s]
+    if said is None:
+        assert lines == [], lines
+    else:
+        assert len(lines) == 1 and said in lines[0], lines
+        per_draw = (3, 31) if "laplace" in argv else (7, 127)
+        steps = 4 * (700 if "laplace" in argv else 1000)
+        assert f"{steps * per_draw[0]:.2g}-{steps * per_draw[1]:.2g} gradients" in lines[0], lines

@@ -6,7 +6,8 @@ sigma^2 = 30, the paper's Table 1, uniform tokens); ``--L``, ``--V``, ``--tokens
 Results go to stdout, the log and progress bars to stderr. Bad arguments, including an ``--out``
 that cannot be written, get one line on stderr and exit status 2 before any work starts; set
 ``BAYES_ATTN_DEBUG=1`` to see the traceback instead. ``-q`` and ``-v`` go before or after the
-subcommand.
+subcommand. Ctrl-C stops a long command within a second (``_interrupt``: its work runs in a worker
+thread), with status 130, keeping what it finished.
 
 This package only parses and reports: the work is the library's (:mod:`bayes_attn.analysis.report`,
 :mod:`bayes_attn.experiments.runs`, :mod:`bayes_attn.experiments.sweep`,
@@ -26,6 +27,7 @@ import sys
 import click
 
 from bayes_attn._validation import SamplerDiverged  # light: no models are loaded
+from bayes_attn.cli._induction import map_command
 from bayes_attn.cli._landscape import landscape
 from bayes_attn.cli._llc import llc
 from bayes_attn.cli._options import QUIET_HELP, VERBOSE_HELP, configure_logging
@@ -71,7 +73,7 @@ def cli(ctx, quiet, verbose):
     configure_logging(ctx.obj)
 
 
-for _command in (theory, sample, llc, train, sweep, figures, landscape, diagnose):
+for _command in (theory, sample, map_command, llc, train, sweep, figures, landscape, diagnose):
     cli.add_command(_command)
 
 

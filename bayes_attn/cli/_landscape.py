@@ -12,6 +12,7 @@ import time
 import click
 
 from bayes_attn.cli import _defaults as homes
+from bayes_attn.cli._interrupt import interruptibly
 from bayes_attn.cli._options import (
     P_option,
     activation_option,
@@ -90,8 +91,8 @@ def landscape(ctx, preset, level, activation, P, gram_width, warmup, samples, ch
     log.info("umbrella sampling of %s at the %s level, P=%g",
              "aG" if activation == "softmax" else "cG", level, P)  # fmt: skip
     try:
-        idata = landscape_on_hosts(
-            *preset, P, level, activation, out, info, gram_width=gram_width, seed=seed,
+        idata = interruptibly(
+            landscape_on_hosts, *preset, P, level, activation, out, info, gram_width=gram_width, seed=seed,
             progress=ctx.obj["progress"], centres=grid,
             **{k: v for k, v in given.items() if v is not None},
         )  # fmt: skip

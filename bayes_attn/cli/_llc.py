@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from bayes_attn.cli import _defaults as homes
+from bayes_attn.cli._interrupt import interruptibly
 from bayes_attn.cli._options import (
     P_option,
     activation_option,
@@ -46,7 +47,8 @@ _run_options = stack(
                  help="chains, started around w* (smc: its independent runs, whose spread is the "
                  "error)"),
     click.option("--draws", type=click.IntRange(min=1), default=homes.llc_command("num_draws"),
-                 help="draws kept per chain"),
+                 help="draws kept per chain (smc: particles per run, --chains x --draws particles "
+                 "in all)"),
     click.option("--burnin", type=BURNIN, default=homes.sweep("llc", "num_burnin"),
                  help="steps discarded first, or auto: 5 / (ε γ), five relaxation times of what γ "
                  "holds (SGLD, MALA); NUTS's warm-up: 500, or 200 with --metric laplace"),
@@ -85,6 +87,9 @@ def llc(ctx, preset, level, activation, P, d_model, sampler, metric, chains, dra
     verdict fails (unless --allow-untrusted) or the sampler diverged. A finished run is kept in
     OUT, a run's state in OUT_SAMPLER.ckpt.npz (SMC apart) and the exact run's in
     OUT_exact.ckpt.npz: after Ctrl-C the same command resumes."""
+    from bayes_attn.cli._checks import check_run_P
+
+    check_run_P(*preset, P, level, d_model)
     chains = _check(level, P, sampler, chains, nbeta, gamma, batch_size, exact)
     exact_out = Path(out).with_name(Path(out).stem + "_exact.nc")
     # NUTS's metric is passed only to NUTS, so that another sampler's run (and its digest, which
@@ -98,9 +103,12 @@ def llc(ctx, preset, level, activation, P, d_model, sampler, metric, chains, dra
 
     t0 = time.perf_counter()
     log.info("llc by %s on the %s model, %s attention, P=%d", sampler, level, activation, P)
+    for path in _checkpoints(out, sampler, exact):
+        if path.exists():  # made by an interrupted run; refused if made with other arguments
+            log.info("llc: resuming from %s", path)
     try:
-        idata, ex = llc_point(
-            level, *preset, P, activation, d_model=d_model, seed=seed, batch_size=batch_size,
+        idata, ex = interruptibly(
+            llc_point, level, *preset, P, activation, d_model=d_model, seed=seed, batch_size=batch_size,
             exact=exact, progress=ctx.obj["progress"], keep=out, sampler=sampler,
             num_chains=chains, num_draws=draws, num_burnin=burnin, step_size=step_size,
             nbeta=nbeta, gamma=gamma, include_prior=include_prior, **by_metric,
@@ -128,14 +136,21 @@ def _kept(out, sampler: str, exact: bool) -> str:
     """What an interrupted run keeps (:func:`~bayes_attn.experiments.llc.llc_point`'s ``keep``):
     the run in OUT once it finished, the state of the sampler that ran (SMC keeps none) and,
     with --exact, the exact run's."""
-    out = Path(out)
-    ckpt = [out.with_name(f"{out.stem}_{s}.ckpt.npz") for s in (sampler, "exact")]
     kept = [f"{out} once its run finished"]
-    if sampler != "smc":
-        kept.append(f"{ckpt[0]} the {sampler} run's state")
-    if exact:
-        kept.append(f"{ckpt[1]} the exact run's")
+    for path in _checkpoints(out, sampler, exact):
+        what = (
+            "the exact run's" if path.stem.endswith("_exact.ckpt") else f"the {sampler} run's state"
+        )
+        kept.append(f"{path} {what}")
     return ", ".join(kept[:-1]) + (" and " if len(kept) > 1 else "") + kept[-1]
+
+
+def _checkpoints(out, sampler: str, exact: bool) -> list[Path]:
+    """The checkpoints a run keeps beside OUT: the sampler's (SMC keeps none) and the exact
+    run's (with --exact)."""
+    out = Path(out)
+    names = ([sampler] if sampler != "smc" else []) + (["exact"] if exact else [])
+    return [out.with_name(f"{out.stem}_{name}.ckpt.npz") for name in names]
 
 
 def _check(level, P, sampler, chains, nbeta, gamma, batch_size, exact) -> int:

@@ -11,6 +11,7 @@ import click
 
 from bayes_attn._validation import LEVELS
 from bayes_attn.cli import _defaults as homes
+from bayes_attn.cli._interrupt import interruptibly
 from bayes_attn.cli._options import (
     P_option,
     activation_option,
@@ -48,9 +49,11 @@ log = logging.getLogger("bayes_attn")
 def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, out, fold):
     """Sample a posterior with NUTS, SGLD or tempered SMC; write NetCDF and print diagnostics."""
     from bayes_attn._validation import check_positive
+    from bayes_attn.cli._checks import check_run_P
 
     sampler, options = run
     P = check_positive("P", P)  # every check before the log line and the sampling
+    check_run_P(*preset, P, level, d_model)  # the float P goes on, as before
     if level == "reduced":
         from bayes_attn.tokens import check_uniform
 
@@ -67,8 +70,8 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
         log.info("SMC checkpoint: %s (removed when the run completes)", options["checkpoint"])
     t0 = time.perf_counter()
     log.info("%s on the %s model, %s attention, P=%g", sampler, level, activation, P)
-    idata = sample_posterior(
-        sampler, level, activation, P, *preset, seed=seed, d_model=d_model,
+    idata = interruptibly(
+        sample_posterior, sampler, level, activation, P, *preset, seed=seed, d_model=d_model,
         batch_size=batch_size, progress=ctx.obj["progress"], **options,
     )  # fmt: skip
     az.to_netcdf(idata, out)
@@ -99,6 +102,9 @@ def train(ctx, preset, activation, P, d_model, members, adam, seed, out, process
     weights and keys they have in a one-process run) into OUT.part-I-of-N.nc; process 0 waits for
     the other parts (on a shared filesystem) and merges them into OUT.
     """
+    from bayes_attn.cli._checks import check_run_P
+
+    check_run_P(*preset, P, "network", d_model)
     n = process["num_processes"]
     if members < n:
         raise click.BadParameter(
@@ -111,9 +117,9 @@ def train(ctx, preset, activation, P, d_model, members, adam, seed, out, process
     from bayes_attn.io import write_atomic
 
     task, hyper = preset
-    ds = train_ensemble(
-        task, hyper, activation, d_model, P, members=members, seed=seed, settings=adam,
-        out=out, process=info, progress=ctx.obj["progress"],
+    ds = interruptibly(
+        train_ensemble, task, hyper, activation, d_model, P, members=members, seed=seed,
+        settings=adam, out=out, process=info, progress=ctx.obj["progress"],
     )  # fmt: skip
     if ds is None:  # one of several processes: its share is in its part file
         i = info.process_id

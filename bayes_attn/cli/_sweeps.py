@@ -12,6 +12,7 @@ from click.core import ParameterSource
 
 from bayes_attn._validation import ACTIVATIONS
 from bayes_attn.cli import _defaults as homes
+from bayes_attn.cli._interrupt import interruptibly
 from bayes_attn.cli._options import (
     activation_option,
     activations,
@@ -69,10 +70,10 @@ def sweep(ctx, config_file, kind, P, L, V, activation, seed, tokens, options, ou
     cfg = sweeps.SweepConfig.from_dict(table)
     n, i, progress = info.num_processes, info.process_id, ctx.obj["progress"]
     if n == 1:
-        ds = sweeps.run_sweep(cfg, out, progress=progress)
+        ds = interruptibly(sweeps.run_sweep, cfg, out, progress=progress)
         click.echo(f"{int(ds['done'].sum())} of {ds['done'].size} points done: {out}")
         return
-    ds = sweeps.run_sweep_parts(cfg, out, i, n, progress=progress)
+    ds = interruptibly(sweeps.run_sweep_parts, cfg, out, i, n, progress=progress)
     if ds is None:
         from bayes_attn.distributed import part_paths
 

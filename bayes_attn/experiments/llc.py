@@ -156,8 +156,9 @@ def _announce_run(what, target, steps, chains, per_step, enabled):
 
 
 def _announce_llc(model, w_star, args, kw, n, options, enabled):
-    """Announce the cost of :func:`run_llc` on the point's target with ``options``."""
-    if not enabled:
+    """Announce the cost of :func:`run_llc` on the point's target with ``options`` (SMC
+    announces its own, by tempering step)."""
+    if not enabled or options.get("sampler") == "smc":
         return
     target = llc_target(
         model, w_star, model_args=args, model_kwargs=kw, n=n,
@@ -166,8 +167,14 @@ def _announce_llc(model, w_star, args, kw, n, options, enabled):
     o = {k: p.default for k, p in inspect.signature(run_llc).parameters.items()}
     o.update(options)
     _, burnin = llc_schedule(target, o["sampler"], o["step_size"], o["num_burnin"])
-    steps = burnin + o["num_draws"] * o["thinning"]
     per_step = (7, 127) if o["sampler"] == "nuts" else (1, 2)
+    if o["sampler"] == "nuts" and o["metric"] == "laplace":  # as run_llc: the step alone adapts
+        from bayes_attn.inference.hmc import LAPLACE_GRADIENTS
+        from bayes_attn.inference.llc_nuts import LAPLACE_WARMUP
+
+        per_step = LAPLACE_GRADIENTS
+        burnin = LAPLACE_WARMUP if o["num_burnin"] == "auto" else burnin
+    steps = burnin + o["num_draws"] * o["thinning"]
     _announce_run(f"llc by {o['sampler']}, {o['num_chains']} chains x {steps} steps",
                   target, steps, o["num_chains"], per_step, True)  # fmt: skip
 
