@@ -65,7 +65,13 @@ def data_ek(c1, cG, P, sc: Scales):
 
     s_data = (P L / 2 sigma^2) [1 - (1/V) P g0/(lam + P g0) - ((V-1)/V) P hk/(lam + P gk)],
     lam = sigma^2 / g_O, with the mode variances of :func:`bayes_attn.algebra.ek_modes`.
+    A :class:`bayes_attn.theory.structured.TokenScales` (i.i.d. tokens with frequencies p) gets
+    :func:`bayes_attn.theory.structured.data_ek_iid` instead.
     """
+    if getattr(sc, "p", None) is not None:
+        from bayes_attn.theory.structured import data_ek_iid
+
+        return data_ek_iid(c1, cG, P, sc)
     g0, gk, hk = algebra.ek_modes(c1, cG, sc.L, sc.V)
     lam = sc.sigma2 / sc.g_o
     fit = (P * g0 / (lam + P * g0)) / sc.V + (sc.V - 1) / sc.V * (P * hk / (lam + P * gk))

@@ -1,0 +1,360 @@
+"""Where the copy transition moves with structured tokens (issue 42, part 3): the study at Table 1.
+
+One sweep kind, ``tokens`` (registered in ``KINDS`` of :mod:`bayes_attn.experiments.kinds`;
+configs ``bayes_attn/configs/tokens_*.toml``; ``docs/scripts/tokens_study.py`` only reads their
+files), with two measures (the option ``measure``):
+
+- ``pstar``: P* of each token source in the option ``sources`` (an extra dim ``source``)
+  on the point's dataset (the grid's seed; nested: the first P of ``task.sample(key(seed),
+  pool)``). Softmax: the Level-1 MAP's equal-action point, where the minimum reached from the
+  copy start and the one reached from the uniform start (M = 0) have equal action
+  (:func:`equal_action_point`; the starts of
+  :func:`bayes_attn.theory.phase_split.phase_starts`, the maps of
+  :func:`bayes_attn.theory.level1.level1_map`: the owners that the ``level1`` kind and
+  ``docs/scripts/level1.py`` use for uniform tokens). Linear: the Level-1 second-order point, where
+  M = 0 stops being a minimum on the nested dataset (:func:`second_order_point`, on
+  :func:`bayes_attn.theory.scaling.level1_second_order`). With ``gram_width`` > 0 the softmax point
+  is that of the exact network of that width with frozen embeddings (one prior draw from the
+  seed, :func:`bayes_attn.models.levels.seed_embeddings`).
+- ``competitor``: the in-weights competitor of copying. At each P, the Level-1 MAP from
+  three starts (uniform M = 0, copy, and ``diagonal``: attention on the current token, the route
+  of a token-only predictor), with the action, the attention's weight on the previous position
+  (copy) and on the current one (token-only), and the train loss; beside them the exact expected
+  loss of the best token-only predictor (:func:`token_only_loss`: the reversed chain's prediction
+  of the previous token from the current one) and of the unigram law.
+
+References
+----------
+Issue 42 part 3; docs/validation.md, "Structured tokens: where P* moves"; docs/theory.md §1
+("Token sources").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "competitor_point",
+    "equal_action_point",
+    "pstar_point",
+    "second_order_point",
+    "token_only_loss",
+    "tokens_point",
+]
+
+TOKENS_DEFAULTS = dict(
+    measure="pstar",  # or "competitor"
+    sources=["uniform"],
+    pool=0,  # pstar: the grid's one P (the nested datasets' pool); competitor: 0 or >= every P
+    P0=276,  # where the search starts (Level 2's softmax P* for uniform tokens at Table 1)
+    rtol=0.01,  # the search stops when the bracket is narrower than rtol * P (or 2 sequences)
+    max_evals=14,
+    aG_split=2.0,  # one minimum only: weak below this aG, strong above
+    gram_width=0,  # > 0: the exact network of that width with frozen embeddings (softmax)
+    diagonal_logit=6.0,  # competitor: the diagonal start's logit on the current position
+)
+#: the measures: what a point computes
+MEASURES = ("pstar", "competitor")
+
+#: the starts of a competitor point
+STARTS = ("uniform", "copy", "diagonal")
+
+
+def _task(L: int, V: int, spec: str):
+    from bayes_attn.task import CopyTask
+    from bayes_attn.tokens import parse_tokens
+
+    return CopyTask(L, V, parse_tokens(spec))
+
+
+def _pool(task, seed: int, pool: int):
+    import jax
+
+    return np.asarray(task.sample(jax.random.key(int(seed)), int(pool)))
+
+
+def check_tokens_study(cfg, options: dict) -> dict:
+    """The measure is known and the sources parse. pstar: one P, the pool (``pool`` 0 takes it);
+    rtol in (0, 1); ``gram_width`` with softmax only. competitor: ``pool`` 0 or >= every P."""
+    from bayes_attn.tokens import parse_tokens
+
+    options = dict(options)
+    if options["measure"] not in MEASURES:
+        raise ValueError(f"measure must be one of {MEASURES}, got {options['measure']!r}")
+    sources = options["sources"]
+    if isinstance(sources, str) or not sources:
+        raise ValueError(f"sources must be a non-empty list of token specs, got {sources!r}")
+    options["sources"] = [str(parse_tokens(s)) for s in sources]
+    pool = int(options["pool"])
+    if options["measure"] == "competitor":
+        if pool and max(cfg.P) > pool:
+            raise ValueError(f"pool: P = {max(cfg.P)} exceeds the pool of {pool} sequences")
+        return options
+    if len(cfg.P) != 1 or (pool and cfg.P[0] != pool):
+        raise ValueError(f"P: a pstar sweep has one P, the pool; got P={list(cfg.P)}, pool={pool}")
+    options["pool"] = int(cfg.P[0])
+    if not 0 < float(options["rtol"]) < 1:
+        raise ValueError(f"rtol must be in (0, 1), got {options['rtol']!r}")
+    if int(options["gram_width"]) and "linear" in cfg.activation:
+        raise ValueError("gram_width: the frozen network's P* is computed for softmax only")
+    return options
+
+
+# --------------------------------------------------------------------------------------------------
+# softmax: the equal-action point of the Level-1 MAP
+
+
+def _pair(task, hyper, tokens, gram, aG_split: float) -> dict:
+    """The Level-1 (or frozen-network) minima from the uniform and the copy start at P =
+    len(tokens), and the signed action gap: > 0 where P* lies above P, < 0 below (infinite where
+    one phase only is left)."""
+    from bayes_attn import algebra
+    from bayes_attn.theory.level1 import level1_map, start_in_span
+    from bayes_attn.theory.phase_split import phase_starts
+
+    P = int(tokens.shape[0])
+    st = phase_starts(task, hyper, P, "kernel")
+    factor = None if gram is None else algebra.gram_factor(gram, task.n_features)
+    M0 = {k: start_in_span(np.asarray(st[k]["M"]), factor) for k in ("weak", "strong")}
+    w = level1_map(task, hyper, tokens, "softmax", M0=M0["weak"], gram=gram)
+    s = level1_map(task, hyper, tokens, "softmax", M0=M0["strong"], gram=gram)
+    if abs(s.cG - w.cG) > 1.0:  # two minima (read cG as aG)
+        gap = s.action - w.action
+    else:
+        best = min((w, s), key=lambda m: m.action)
+        gap = math.inf if best.cG < aG_split else -math.inf
+    best = min((w, s), key=lambda m: m.action)
+    return {"P": P, "gap": gap, "aG": best.cG, "aG_weak": w.cG, "aG_strong": s.cG}
+
+
+def equal_action_point(task, hyper, pool, *, gram=None, P0: int = 276, rtol: float = 0.01,
+                       max_evals: int = 14, aG_split: float = 2.0) -> dict:  # fmt: skip
+    """The P where the softmax Level-1 minima of the copy and the uniform start have equal action,
+    on the nested datasets ``pool[:P]`` (the level1 study's measure, ``docs/scripts/level1.py``).
+
+    Brackets P* by steps of 1.5 from ``P0``, then narrows the bracket (the secant of the action
+    gap where both ends have two minima, else bisection) to rtol * P or 2 sequences. Returns
+    ``pstar`` (the gap's linear root between the bracket's ends; their midpoint where an end has
+    one phase only; nan where P* lies outside [2, len(pool)]), the bracket ``lo``, ``hi``, the
+    global MAP's aG at each end and the number of P evaluated.
+    """
+    pool = np.asarray(pool)
+    n = pool.shape[0]
+    seen = {}
+
+    def at(P):
+        P = int(min(max(P, 2), n))
+        if P not in seen:
+            seen[P] = _pair(task, hyper, pool[:P], gram, aG_split)
+        return seen[P]
+
+    r = at(P0)
+    lo = hi = None
+    while len(seen) < max_evals:  # bracket
+        if r["gap"] > 0:
+            lo = r
+            if hi is not None or r["P"] >= n:
+                break
+            r = at(math.ceil(r["P"] * 1.5))
+        else:
+            hi = r
+            if lo is not None or r["P"] <= 2:
+                break
+            r = at(math.floor(r["P"] / 1.5))
+    out = {"pstar": math.nan, "lo": math.nan, "hi": math.nan, "aG_lo": math.nan,
+           "aG_hi": math.nan, "evals": len(seen)}  # fmt: skip
+    if lo is None or hi is None:
+        return out
+    while hi["P"] - lo["P"] > max(2, rtol * lo["P"]) and len(seen) < max_evals:
+        a, b = lo["P"], hi["P"]
+        if math.isfinite(lo["gap"]) and math.isfinite(hi["gap"]):
+            P = a + (b - a) * lo["gap"] / (lo["gap"] - hi["gap"])
+            P = min(max(P, a + (b - a) / 8), b - (b - a) / 8)  # keep off the ends
+        else:
+            P = (a + b) / 2
+        r = at(round(P))
+        if r["gap"] > 0:
+            lo = r
+        else:
+            hi = r
+    a, b = lo["P"], hi["P"]
+    if math.isfinite(lo["gap"]) and math.isfinite(hi["gap"]):
+        pstar = a + (b - a) * lo["gap"] / (lo["gap"] - hi["gap"])
+    else:
+        pstar = (a + b) / 2
+    out.update(pstar=pstar, lo=a, hi=b, aG_lo=lo["aG"], aG_hi=hi["aG"], evals=len(seen))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# linear: the second-order point of the Level-1 action
+
+
+def second_order_point(tokens_pool, V: int, hyper, *, rtol: float = 0.01) -> dict:
+    """The smallest P at which M = 0 stops being a minimum of the linear Level-1 action on the
+    nested datasets ``tokens_pool[:P]``: the root of curvature(P) = 1 of
+    :func:`bayes_attn.theory.scaling.level1_second_order`, by bisection on P and linear
+    interpolation between the last two P. Returns ``pstar``, ``lo``, ``hi`` and ``evals``; nan
+    where M = 0 is still a minimum on the whole pool."""
+    from bayes_attn.theory.scaling import level1_second_order
+
+    pool = np.asarray(tokens_pool)
+    n = pool.shape[0]
+    seen = {}
+
+    def curv(P):
+        if P not in seen:
+            seen[P] = level1_second_order(pool[:P], V, hyper)["curvature"] - 1.0
+        return seen[P]
+
+    lo, hi = 1, None
+    P = 2
+    while P <= n:  # the first P (doubling) at which M = 0 is a saddle
+        if curv(P) > 0:
+            hi = P
+            break
+        lo = P
+        P = n if P < n < 2 * P else 2 * P
+    out = {"pstar": math.nan, "lo": math.nan, "hi": math.nan, "evals": len(seen)}
+    if hi is None:
+        return out
+    while hi - lo > max(1, rtol * lo):
+        mid = (lo + hi) // 2
+        if curv(mid) > 0:
+            hi = mid
+        else:
+            lo = mid
+    c_lo = curv(lo) if lo >= 2 else -1.0
+    c_hi = curv(hi)
+    out.update(pstar=lo + (hi - lo) * c_lo / (c_lo - c_hi), lo=lo, hi=hi, evals=len(seen))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# the kinds' points
+
+
+_PSTAR_VARS = ("pstar", "lo", "hi", "aG_lo", "aG_hi", "evals")
+
+
+def tokens_point(cfg, pt, task, hyper):
+    """The point of the study's ``measure``: :func:`pstar_point` or :func:`competitor_point`."""
+    point = pstar_point if cfg.options["measure"] == "pstar" else competitor_point
+    return point(cfg, pt, task, hyper)
+
+
+def pstar_point(cfg, pt, task, hyper):
+    """P* of every source on the point's nested datasets: dims ("source",)."""
+    o = cfg.options
+    rows = []
+    for spec in o["sources"]:
+        t = _task(pt["L"], pt["V"], spec)
+        pool = _pool(t, pt["seed"], o["pool"])
+        if pt["activation"] == "linear":
+            row = second_order_point(pool, t.V, hyper, rtol=float(o["rtol"]))
+        else:
+            gram = None
+            if int(o["gram_width"]):
+                from bayes_attn import algebra
+                from bayes_attn.models.levels import seed_embeddings
+
+                emb = seed_embeddings(t, hyper, int(o["gram_width"]), seed=pt["seed"])
+                gram = np.asarray(algebra.embedding_gram(*emb))
+            row = equal_action_point(t, hyper, pool, gram=gram, P0=int(o["P0"]),
+                                     rtol=float(o["rtol"]), max_evals=int(o["max_evals"]),
+                                     aG_split=float(o["aG_split"]))  # fmt: skip
+        rows.append(row)
+    return {k: (("source",), np.array([r.get(k, math.nan) for r in rows], float))
+            for k in _PSTAR_VARS}  # fmt: skip
+
+
+def token_only_loss(source, V: int, L: int) -> dict:
+    """The exact expected loss per token (1/2 |y - f|^2, y[a] = x[a-1 mod L]) of the best
+    predictors that see no other position: ``token_only``, f[a] = E[x[a-1] | x[a]] (the reversed
+    chain R[i, j] = pi_j T[j, i] / pi_i; at a = 0 the target x[L-1] is L-1 steps ahead, so
+    f[0] = E[x[L-1] | x[0]] = row x[0] of T^(L-1)), and ``unigram``, f = pi (the stationary law).
+    For i.i.d. tokens the two coincide."""
+    from bayes_attn.tokens import Markov, Zipf
+
+    if isinstance(source, Markov):
+        T = source.matrix(V)
+        w, vecs = np.linalg.eig(T.T)
+        pi = np.real(vecs[:, np.argmin(abs(w - 1))])
+        pi = pi / pi.sum()
+        R = (pi[None, :] * T.T) / pi[:, None]
+        ahead = np.linalg.matrix_power(T, L - 1)
+    else:
+        pi = source.probabilities(V) if isinstance(source, Zipf) else np.full(V, 1.0 / V)
+        R = ahead = np.tile(pi, (V, 1))
+
+    def loss(F):  # 1/2 E|y - F[x]|^2 = 1/2 (1 - sum_i pi_i |F_i|^2) for F[i] = E[y | x = i]
+        return 0.5 * (1.0 - float(np.sum(pi[:, None] * F**2)))
+
+    return {"token_only": ((L - 1) * loss(R) + loss(ahead)) / L,
+            "unigram": 0.5 * (1.0 - float(pi @ pi))}  # fmt: skip
+
+
+def _weights(M, tokens, task, activation):
+    """The mean attention's weight on the previous position (copy) and on the current one."""
+    import jax.numpy as jnp
+
+    from bayes_attn import algebra
+
+    A = algebra.attention(algebra.logits_from_M(jnp.asarray(M), jnp.asarray(tokens), task.V),
+                          activation)  # fmt: skip
+    A_bar = np.asarray(A.mean(axis=0))
+    L = task.L
+    return float(np.mean(A_bar[np.arange(L), np.arange(L) - 1])), float(np.mean(np.diag(A_bar)))
+
+
+def competitor_point(cfg, pt, task, hyper):
+    """The Level-1 MAP from each start for every source: dims ("source", "start"); the exact
+    losses of the token-only and the unigram predictors: dims ("source",)."""
+    import jax.numpy as jnp
+
+    from bayes_attn import algebra
+    from bayes_attn.theory.level1 import level1_fit, level1_map
+    from bayes_attn.theory.phase_split import phase_starts
+
+    o, act, P = cfg.options, pt["activation"], int(pt["P"])
+    names = ("action", "q", "copy_weight", "self_weight", "train_loss")
+    out = {k: np.full((len(o["sources"]), len(STARTS)), np.nan) for k in names}
+    exact = {k: np.full(len(o["sources"]), np.nan) for k in ("loss_token_only", "loss_unigram")}
+    for i, spec in enumerate(o["sources"]):
+        t = _task(pt["L"], pt["V"], spec)
+        tokens = _pool(t, pt["seed"], o["pool"] or P)[:P]
+        strong = np.asarray(phase_starts(t, hyper, P, "kernel")["strong"]["M"])
+        diag = algebra.min_norm_M(float(o["diagonal_logit"]) * jnp.eye(t.L), t.V)
+        starts = {"uniform": np.zeros_like(strong), "copy": strong, "diagonal": np.asarray(diag)}
+        for j, name in enumerate(STARTS):
+            m = level1_map(t, hyper, tokens, act, M0=starts[name])
+            q = m.cG if act == "softmax" else float(algebra.fold_sign(m.c1, m.cG)[1])
+            copy_w, self_w = _weights(m.M, tokens, t, act)
+            fit = level1_fit(m.M, jnp.asarray(tokens), t, hyper, act)
+            for k, v in zip(names, (m.action, q, copy_w, self_w, fit["loss"]), strict=True):
+                out[k][i, j] = v
+        losses = token_only_loss(t.tokens, t.V, t.L)
+        exact["loss_token_only"][i] = losses["token_only"]
+        exact["loss_unigram"][i] = losses["unigram"]
+    result = {k: (("source", "start"), v) for k, v in out.items()}
+    result.update({k: (("source",), v) for k, v in exact.items()})
+    return result
+
+
+DESCRIPTIONS = {
+    "pstar": ("sequences", "softmax: the Level-1 MAP's equal-action P; linear: its second-order P"),
+    "lo": ("sequences", "the largest P evaluated below P* (the bracket's lower end)"),
+    "hi": ("sequences", "the smallest P evaluated above P* (the bracket's upper end)"),
+    "aG_lo": ("1", "aG of the global Level-1 MAP at the bracket's lower end"),
+    "aG_hi": ("1", "aG of the global Level-1 MAP at the bracket's upper end"),
+    "evals": ("1", "number of P at which the Level-1 MAPs were computed"),
+    "action": ("nats / chi", "the Level-1 action at the minimum reached from the start"),
+    "q": ("1", "aG (softmax) or Z2-folded cG (linear) of the minimum reached from the start"),
+    "copy_weight": ("1", "mean attention on the previous position (the copy route)"),
+    "self_weight": ("1", "mean attention on the current position (the token-only route)"),
+    "train_loss": ("1", "train loss per token of the minimum, the readout profiled out"),
+    "loss_token_only": ("1", "exact expected loss of the best predictor from the current token"),
+    "loss_unigram": ("1", "exact expected loss of the stationary law (no token seen)"),
+}

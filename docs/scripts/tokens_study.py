@@ -1,0 +1,257 @@
+"""Numbers and the figure of docs/validation.md "Structured tokens: where P* moves", from the files
+of the ``tokens`` sweeps (bayes_attn.experiments.tokens_study; it only reads them):
+
+- ``measure = "pstar"`` files (``tokens_zipf.toml``, ``tokens_markov.toml``, and the same with
+  ``--option gram_width=10000``): P* per source and dataset, tabulated (mean ± sd over datasets;
+  for the chains, over the five chains of each alpha, with their range) beside Level 2 for
+  uniform tokens, and drawn as P*(s) and P*(alpha) in ``docs/figures/tokens/pstar_tokens.png``;
+- ``measure = "competitor"`` files (``tokens_competitor.toml``): per P, which start's minimum is
+  the global Level-1 MAP (uniform, copy, diagonal), its attention on the previous (copy) and the
+  current (token-only) position and its train loss, beside the exact losses of the token-only
+  predictor and of the unigram law.
+
+    bayes-attn sweep --config bayes_attn/configs/tokens_zipf.toml --out docs/figures/tokens/tokens_zipf.nc
+    bayes-attn sweep --config bayes_attn/configs/tokens_markov.toml --out docs/figures/tokens/tokens_markov.nc
+    bayes-attn sweep --config bayes_attn/configs/tokens_competitor.toml --out docs/figures/tokens/tokens_competitor.nc
+    python docs/scripts/tokens_study.py docs/figures/tokens/tokens_*.nc --level2 [--figure=PATH]
+
+``--level2`` adds Level 2 where it holds (``bayes_attn.theory.structured``: both transitions of the
+i.i.d. sources, the linear point of the chains; a few minutes), ``--level2-chains`` the chains'
+softmax point too (minutes per chain).
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+from _study import open_study, options, preset, pyplot
+
+from bayes_attn.theory import phase_boundaries
+from bayes_attn.tokens import Markov, Zipf, parse_tokens
+
+FIGURE = Path(__file__).parents[1] / "figures" / "tokens" / "pstar_tokens.png"
+STARTS = ["uniform", "copy", "diagonal"]  # bayes_attn.experiments.tokens_study.STARTS
+LABEL = {"linear": "linear: second-order P*", "softmax": "softmax: equal-action P*"}
+
+
+def read(path):
+    """The file with its sources named (``source``: the spec; ``family``, ``x``: zipf and s, or
+    markov and alpha; ``chain``: the chain's seed) and the datasets kept as ``seed``."""
+    ds = open_study(path, keep=("seed",))
+    specs = options(ds)["sources"]
+    fam, x, chain = [], [], []
+    for spec in specs:
+        src = parse_tokens(spec)
+        if isinstance(src, Markov):
+            fam.append("markov"), x.append(src.alpha), chain.append(src.seed)
+        else:
+            fam.append("zipf"), x.append(src.s if isinstance(src, Zipf) else 0.0), chain.append(0)
+    ds = ds.assign_coords(source=specs, family=("source", fam), x=("source", x),
+                          chain=("source", chain))  # fmt: skip
+    if "start" in ds.dims:
+        ds = ds.assign_coords(start=STARTS)
+    return ds
+
+
+def level2_uniform(ds) -> dict:
+    """Level 2's P* of both transitions for uniform tokens at the file's preset."""
+    task, hyper = preset(ds)
+    b = phase_boundaries(task.uniform(), hyper)
+    return {"linear": b.second_order, "softmax": b.first_order}
+
+
+def level2(ds, softmax_chains: bool = False) -> dict:
+    """Level 2 where it holds (bayes_attn.theory.structured): ``{(activation, spec): P*}``. I.i.d.
+    sources: both transitions (the (c1, cG) closure); global chains: the linear second-order point
+    of the token-independent closure (``second_order_general``) and, with ``softmax_chains``, its
+    equal-action point (``general_first_order`` on P in [100, 1000]; minutes per chain)."""
+    from bayes_attn.task import CopyTask
+    from bayes_attn.theory import structured
+
+    task0, hyper = preset(ds)
+    out = {}
+    for spec in ds.source.values:
+        task = CopyTask(task0.L, task0.V, parse_tokens(str(spec)))
+        if isinstance(task.tokens, Markov):
+            out["linear", spec] = structured.second_order_general(task, hyper)
+            if softmax_chains:
+                r = structured.general_first_order(task, hyper, 100.0, 1000.0)
+                out["softmax", spec] = r["first_order"]
+        else:
+            b = structured.phase_boundaries(task, hyper)
+            out["linear", spec], out["softmax", spec] = b.second_order, b.first_order
+    return out
+
+
+def per_x(ds, act):
+    """P* per value of s or alpha: (x, mean, sd, min, max, n) over datasets and chains."""
+    p = ds.pstar.sel(activation=act)
+    rows = []
+    for x in np.unique(ds.x.values):
+        v = p.where(ds.x == x, drop=True).values.ravel()
+        v = v[np.isfinite(v)]
+        if v.size:
+            rows.append((x, v.mean(), v.std(ddof=1) if v.size > 1 else 0.0, v.min(), v.max(),
+                         v.size))  # fmt: skip
+        else:
+            rows.append((x, np.nan, np.nan, np.nan, np.nan, 0))
+    return rows
+
+
+def _level2_cell(l2, ds, act, x) -> str:
+    v = np.array([l2.get((act, spec), np.nan) for spec in ds.source.values[ds.x.values == x]])
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return "–"
+    return f"{v.mean():.1f}" if v.size == 1 else f"{v.mean():.1f} ({v.min():.1f} – {v.max():.1f})"
+
+
+def pstar_table(files, l2s=None) -> str:
+    ds0 = files[0]
+    ref = level2_uniform(ds0)
+    lines = [f"Level 2, uniform tokens: linear second-order P* {ref['linear']:.2f}, softmax "
+             f"equal-action P* {ref['softmax']:.2f}",
+             "| source | level | n | linear P* (mean ± sd; range) | softmax P* (mean ± sd; range) "
+             "| Level 2 linear | Level 2 softmax |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for j, ds in enumerate(files):
+        l2 = (l2s or {}).get(j, {})
+        width = options(ds).get("gram_width", 0)
+        level = f"network d = {width}" if width else "Level 1"
+        fam = str(ds.family.values[0])
+        name = "Zipf s" if fam == "zipf" else "chain α"
+        cells = {}
+        for act in ("linear", "softmax"):
+            if act in ds.activation.values:
+                cells[act] = {r[0]: r for r in per_x(ds, act)}
+        for x in np.unique(ds.x.values):
+            row = [f"{name} = {x:g}", level]
+            n = max((c[x][5] for c in cells.values()), default=0)
+            row.append(str(n))
+            for act in ("linear", "softmax"):
+                if act not in cells or not np.isfinite(cells[act][x][1]):
+                    row.append("–")
+                    continue
+                _, m, sd, lo, hi, _ = cells[act][x]
+                row.append(f"{m:.1f} ± {sd:.1f}; {lo:.1f} – {hi:.1f}")
+            row += [_level2_cell(l2, ds, act, x) for act in ("linear", "softmax")]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def figure(files, path=FIGURE, l2s=None):
+    """P*(s) and P*(alpha), both activations: every dataset and chain as a dot, the mean as a
+    line; Level 2 where it holds as crosses (its mean over chains dashed), and Level 2 for
+    uniform tokens dotted."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.8), sharey=True)
+    ref = level2_uniform(files[0])
+    for ax, fam in zip(axes, ("zipf", "markov"), strict=True):
+        for j, ds in enumerate(files):
+            if str(ds.family.values[0]) != fam:
+                continue
+            width = options(ds).get("gram_width", 0)
+            for k, act in enumerate(("linear", "softmax")):
+                if act not in ds.activation.values:
+                    continue
+                color = f"C{k}"
+                p = ds.pstar.sel(activation=act)
+                if not np.isfinite(p.values).any():  # a point not run yet
+                    continue
+                xs = ds.x.broadcast_like(p).transpose(*p.dims).values
+                jitter = 1.0 + 0.04 * (np.random.default_rng(0).random(p.shape) - 0.5)
+                xj = xs * jitter if fam == "markov" else xs + 0.03 * (jitter - 1.0) * 25
+                mark = "s" if width else "o"
+                ax.scatter(xj.ravel(), p.values.ravel(), s=10, color=color, alpha=0.45, marker=mark,
+                           lw=0)  # fmt: skip
+                rows = per_x(ds, act)
+                label = LABEL[act] + (f" (network d = {width})" if width else " (Level 1)")
+                means = [r[1] for r in rows]
+                ax.plot([r[0] for r in rows], means, color=color, marker=mark,
+                        ls="-." if width else "-", label=label)  # fmt: skip
+                l2 = (l2s or {}).get(j, {})
+                pts = [(x, l2[act, spec]) for spec, x in zip(ds.source.values, ds.x.values,
+                       strict=True) if np.isfinite(l2.get((act, spec), np.nan))]  # fmt: skip
+                if pts and not width:
+                    xs2, ys2 = np.array(pts).T
+                    ax.scatter(xs2, ys2, marker="x", s=22, color=color, lw=0.9)
+                    ux = np.unique(xs2)
+                    ax.plot(ux, [ys2[xs2 == u].mean() for u in ux], color=color, ls="--", lw=1,
+                            label=f"Level 2, these tokens ({act})")  # fmt: skip
+        for k, act in enumerate(("linear", "softmax")):
+            ax.axhline(ref[act], color=f"C{k}", lw=0.8, ls=":",
+                       label=f"Level 2, uniform tokens ({act})")  # fmt: skip
+        ax.set_yscale("log")
+        if fam == "markov":
+            ax.set_xscale("log")
+            ax.set_xlabel("concentration α of the global chain (5 chains each)")
+            ax.set_title("global Markov chain: P*(α)")
+        else:
+            ax.set_xlabel("Zipf exponent s (s = 0: uniform)")
+            ax.set_title("i.i.d. Zipf tokens: P*(s)")
+    axes[0].set_ylabel("P* (sequences)")
+    for ax in axes:
+        ax.legend(fontsize=6.5, loc="best")
+    task, hyper = preset(files[0])
+    fig.suptitle(f"Where the copy transition moves with the tokens (L = {task.L}, V = {task.V}, "
+                 f"σ² = {hyper.sigma2:g}; dots: datasets and chains)", fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    return path
+
+
+def competitor_table(ds) -> str:
+    """Per P (finished points): over the chains, how many reach the global Level-1 MAP from each
+    start (action within 1e-6 of the lowest), and the global MAP's copy and self weights, train
+    loss and aG (mean ± sd); the exact losses of the token-only predictor and of the unigram law
+    per chain."""
+    lines = ["| chain | token-only loss | unigram loss |", "|---|---|---|"]
+    ds = ds.isel(seed=0) if "seed" in ds.dims else ds
+    ds = ds.squeeze("activation") if "activation" in ds.dims else ds
+    for spec in ds.source.values:
+        row = ds.sel(source=spec).isel(P=0)
+        lines.append(f"| {spec} | {float(row.loss_token_only):.4f} | "
+                     f"{float(row.loss_unigram):.4f} |")  # fmt: skip
+    lines += ["", "| P | global MAP reached from (chains) | copy weight | self weight | "
+              "train loss | aG |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for P in ds.P.values[ds.done.values.astype(bool)]:
+        row = ds.sel(P=P)
+        best = row.action.fillna(np.inf).argmin("start")
+        reach = row.action <= row.action.min("start") + 1e-6
+        who = ", ".join(f"{s} {int(reach.sel(start=s).sum())}" for s in STARTS)
+        pick = {
+            k: row[k].isel(start=best) for k in ("copy_weight", "self_weight", "train_loss", "q")
+        }
+
+        def ms(x):
+            return f"{float(x.mean()):.3f} ± {float(x.std()):.3f}"
+
+        lines.append(f"| {P} | {who} | {ms(pick['copy_weight'])} | {ms(pick['self_weight'])} | "
+                     f"{ms(pick['train_loss'])} | {ms(pick['q'])} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    pstar, other, out, flags = [], [], FIGURE, set()
+    for path in sys.argv[1:]:
+        if path.startswith("--figure="):  # elsewhere than docs/figures/tokens (the tests)
+            out = Path(path.split("=", 1)[1])
+            continue
+        if path in ("--level2", "--level2-chains"):  # compute Level 2 where it holds (minutes)
+            flags.add(path)
+            continue
+        ds = read(path)
+        (pstar if "pstar" in ds else other).append(ds)
+    if pstar:
+        l2s = {}
+        if flags:
+            l2s = {j: level2(ds, "--level2-chains" in flags) for j, ds in enumerate(pstar)
+                   if not options(ds).get("gram_width", 0)}  # fmt: skip
+        print(pstar_table(pstar, l2s))
+        print(f"figure: {figure(pstar, out, l2s)}")
+    for ds in other:
+        print(competitor_table(ds))
+    if not pstar and not other:
+        print(xr.Dataset())
