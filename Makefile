@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml .ci/constraints-oldest.txt
 	touch $@
 
 test: $(STAMP)
-	MPLBACKEND=Agg $(PY) -m pytest -q -n 2 --durations=15
+	MPLBACKEND=Agg $(PY) -m pytest -q -n 2 --durations=60
 
 # The newest stack: a second venv from a Python >= 3.12 with the newest releases that the ranges
 # in pyproject.toml admit, and the tests that touch ArviZ, JAX transforms, the samplers and the CLI.

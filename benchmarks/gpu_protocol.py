@@ -17,6 +17,12 @@ sampling along aG with every window's chains vectorised on the device and a Hess
 (:func:`bayes_attn.experiments.landscape.run_landscape` with ``batch=0, metric="window"``), then
 MBAR; it prints the wall time, Delta F at the level's divide and its standard error.
 
+A fourth stage, unless ``--no-induction``, times the induction head's two-layer kernel limit
+(issue 43) at its study's preset (L = 16, V = 3): one gradient of the potential at P = 8000 and
+the MAP from both starts (:func:`bayes_attn.experiments.induction.induction_map`) at P = 1000 and
+8000; with ``--quick`` at L = 6, V = 2 and P = 30, 100 (a minute on the CPU).
+``--induction-only`` runs that stage alone.
+
 Scaling out: ``train_adam`` and the protocol's SGLD stage split the members over all local devices
 (``bayes_attn.inference.sharding``), so a host with several GPUs runs them in parallel. Before
 starting, the script prints :func:`~bayes_attn.inference.memory.estimate_bytes` for the largest P
@@ -26,7 +32,8 @@ device reports). At d = 10^4 one member holds ~0.4 GB of W_G in float32 (0.8 GB 
 six for Adam's moments and the chunk's inputs and outputs.
 
 Run on a machine with a GPU (JAX with CUDA):
-``python benchmarks/gpu_protocol.py [--d 10000] [--quick] [--no-exact] [--no-profile] [--out out/protocol_gpu.nc]``.
+``python benchmarks/gpu_protocol.py [--d 10000] [--quick] [--no-exact] [--no-profile]
+[--no-induction | --induction-only] [--out out/protocol_gpu.nc]``.
 It falls back to the CPU with a warning, where the explicit d = 10,000 would take days; use
 ``--d 256`` (or ``--quick --d 32``, a smoke run of both stages) there.
 """
@@ -93,12 +100,50 @@ def profile_run(quick: bool) -> None:
     )
 
 
+def induction_run(quick: bool) -> None:
+    """The induction head's kernel limit: one gradient, then the MAP (both starts) at two P."""
+    import time
+
+    from bayes_attn.experiments.induction import induction_map
+    from bayes_attn.induction import InductionTask
+    from bayes_attn.inference.potential import flat_potential
+    from bayes_attn.models.two_layer import two_layer_kernel_model
+    from bayes_attn.task import Hyper
+    from bayes_attn.tokens import parse_tokens
+
+    jax.config.update("jax_enable_x64", True)  # the MAP's potentials are compared at 1e-6
+    L, V, Ps = (6, 2, (30, 100)) if quick else (16, 3, (1000, 8000))
+    task = InductionTask(L, V, parse_tokens("icl-markov:alpha=1,start=uniform"))
+    hyper = Hyper(30.0, 1.0, 1.0, 30.0)
+    tokens = task.sample(jax.random.key(0), Ps[-1])
+    pot = flat_potential(two_layer_kernel_model, (task, hyper, tokens, "softmax"))
+    grad = jax.jit(jax.grad(pot.U))
+    x = 0.1 * jax.random.normal(jax.random.key(1), (pot.dim,))
+    jax.block_until_ready(grad(x))
+    t0 = time.perf_counter()
+    for _ in range(5):
+        jax.block_until_ready(grad(x))
+    print(f"induction, L = {L}, V = {V}: gradient at P = {Ps[-1]} "
+          f"{(time.perf_counter() - t0) / 5 * 1e3:.1f} ms ({pot.dim} dimensions)")  # fmt: skip
+    for P in Ps:
+        t0 = time.perf_counter()
+        out = induction_map(task, hyper, P, "softmax", num_test=500 if quick else 2000)
+        print(f"induction MAP, P = {P}: {time.perf_counter() - t0:.1f} s (both starts, "
+              f"compilation included), U = {min(out['U_zero'], out['U_circuit']):.6f}, "
+              f"copy1 {out['copy1']:.3f}, induction2 {out['induction2']:.3f}")  # fmt: skip
+
+
 if __name__ == "__main__":
     backend = jax.default_backend()
     print(f"JAX backend: {backend}, devices: {jax.local_devices()}")
     if backend == "cpu":
         print("warning: no GPU found; d_model = 10,000 on the CPU takes days", file=sys.stderr)
     argv = sys.argv[1:]
+    if "--induction-only" in argv:
+        induction_run("--quick" in argv)
+        sys.exit(0)
+    induction = "--no-induction" not in argv
+    argv = [a for a in argv if a != "--no-induction"]
     if "--memory-limit" in argv:
         i = argv.index("--memory-limit")
         os.environ["BAYES_ATTN_MEMORY_LIMIT"] = argv[i + 1]  # read by train_adam too
@@ -131,3 +176,5 @@ if __name__ == "__main__":
             write_atomic(ds, out.removesuffix(".nc") + "_exact_d10000.nc")
     if profile:
         profile_run("--quick" in argv)
+    if induction:
+        induction_run("--quick" in argv)

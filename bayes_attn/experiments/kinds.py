@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Callable
 
 from bayes_attn.analysis.ensembles import classify_minima
+from bayes_attn.analysis.phases import VERDICTS
 from bayes_attn.inference.adam import WARMUP_FRACTION, WARMUP_START, AdamSettings
 from bayes_attn.inference.llc import run_llc
 from bayes_attn.inference.nuts import run_nuts
@@ -44,8 +45,9 @@ class Kind:
         ``check(cfg, options) -> options``: refuse bad options (raise naming them) or fill in
         defaults that depend on other options; ``cfg.options`` holds the user's options only.
     descriptions : dict or str
-        ``{variable: (units, text)}`` for the variables this kind adds beyond ``DESCRIPTIONS``
-        (or its ``"module:NAME"``); they become the file's ``units`` and ``description`` attrs.
+        ``{variable: (units, text)}`` (or its ``"module:NAME"``) for the variables whose
+        meaning in this kind differs from ``DESCRIPTIONS``, the one table of the variables every
+        kind writes; they become the file's ``units`` and ``description`` attrs.
     """
 
     point: Callable | str
@@ -154,6 +156,7 @@ _S = "bayes_attn.experiments.studies:"  # the studies' (bayes_attn/configs/*.tom
 _L = "bayes_attn.experiments.llc_studies:"  # the LLC studies'
 _C = "bayes_attn.experiments.studies_coexistence:"  # coexistence, linear landscape
 _I = "bayes_attn.experiments.induction:"  # the induction head's
+_T = "bayes_attn.experiments.induction_training:"  # the induction network's training curves
 
 #: Every sweep kind, name -> Kind: the one place where kinds are registered.
 KINDS: dict[str, Kind] = {
@@ -177,21 +180,18 @@ KINDS: dict[str, Kind] = {
         _S + "frozen_point",
         _S + "frozen_defaults",
         "none (exact MAP; nuts)",
-        descriptions=_S + "DESCRIPTIONS",
     ),
     "precursors": Kind(
         _S + "precursors_point",
         _S + "precursors_defaults",
         "none (theory); nuts",
         real_P=True,
-        descriptions=_S + "DESCRIPTIONS",
     ),
     "hysteresis": Kind(
         _S + "hysteresis_point",
         _S + "HYSTERESIS",
         "adam (warm-started); sgld",
         check=_S + "check_hysteresis",
-        descriptions=_S + "DESCRIPTIONS",
     ),
     "level1": Kind(_S + "level1_point", _S + "LEVEL1", "none (L-BFGS, exact Level 1)"),
     "delta_f": Kind(_S + "delta_f_point", _S + "DELTA_F", "smc", real_P=True),
@@ -201,21 +201,18 @@ KINDS: dict[str, Kind] = {
         _C + "MODES",
         "none (Level-2 quadrature; Level-1 mode finder)",
         check=_C + "check_pool",
-        descriptions=_C + "DESCRIPTIONS",
     ),  # fmt: skip
     "occupancy": Kind(
         _C + "occupancy_point",
         _C + "OCCUPANCY",
         "nuts (Level 1); adam (network)",
         check=_C + "check_pool",
-        descriptions=_C + "DESCRIPTIONS",
     ),  # fmt: skip
     "landscape_linear": Kind(
         _C + "landscape_linear_point",
         _C + "landscape_linear_defaults",
         "umbrella",
         check=_C + "check_landscape_linear",
-        descriptions=_C + "DESCRIPTIONS",
     ),  # fmt: skip
     # the LLC studies (bayes_attn.experiments.llc_studies)
     "llc_table1": Kind(
@@ -223,15 +220,20 @@ KINDS: dict[str, Kind] = {
         _L + "TABLE1_DEFAULTS",
         "llc (exact nuts, sgld)",
         check=_L + "check_table1",
-        descriptions=_L + "DESCRIPTIONS",
     ),  # fmt: skip
     "llc_phases": Kind(
         _L + "phases_point",
         _L + "PHASES_DEFAULTS",
         "llc ladders (exact nuts)",
         check=_L + "check_phases",
-        descriptions=_L + "DESCRIPTIONS",
     ),  # fmt: skip
+    "tokens": Kind(
+        "bayes_attn.experiments.tokens_study:tokens_point",
+        "bayes_attn.experiments.tokens_study:TOKENS_DEFAULTS",
+        "none (L-BFGS, exact Level 1)",
+        check="bayes_attn.experiments.tokens_study:check_tokens_study",
+        descriptions="bayes_attn.experiments.tokens_study:DESCRIPTIONS",
+    ),  # noqa: E501  # fmt: skip  (structured tokens, issue 42 part 3)
     # the induction head (bayes_attn.experiments.induction)
     "induction": Kind(
         _I + "induction_point",
@@ -240,9 +242,44 @@ KINDS: dict[str, Kind] = {
         check=_I + "check_induction",
         descriptions=_I + "DESCRIPTIONS",
     ),  # fmt: skip
+    "induction_frozen": Kind(
+        _I + "induction_point",
+        _I + "INDUCTION_FROZEN_DEFAULTS",
+        "none (trust-region MAP of the two-layer network, frozen embeddings, two starts)",
+        check=_I + "check_induction",
+        descriptions=_I + "DESCRIPTIONS",
+    ),
+    "induction_training": Kind(
+        _T + "training_point",
+        _T + "TRAINING_DEFAULTS",
+        "adam (two-layer network)",
+        check=_T + "check_training",
+        descriptions=_T + "DESCRIPTIONS",
+    ),  # fmt: skip
+    "induction_posterior": Kind(
+        "bayes_attn.experiments.induction_posterior:posterior_point",
+        "bayes_attn.experiments.induction_posterior:POSTERIOR_DEFAULTS",
+        "nuts (two-layer kernel limit from its MAP)",
+        check="bayes_attn.experiments.induction_posterior:check_posterior",
+    ),  # noqa: E501  # fmt: skip
+    "induction_profile": Kind(
+        "bayes_attn.experiments.induction_posterior:profile_point",
+        "bayes_attn.experiments.induction_posterior:PROFILE_DEFAULTS",
+        "umbrella (two-layer kernel limit)",
+        check="bayes_attn.experiments.induction_posterior:check_profile",
+    ),  # noqa: E501  # fmt: skip
+    "induction_llc": Kind(
+        "bayes_attn.experiments.induction_posterior:llc_point",
+        "bayes_attn.experiments.induction_posterior:LLC_DEFAULTS",
+        "llc (exact two-layer target, readout integrated)",
+        check="bayes_attn.experiments.induction_posterior:check_llc",
+    ),  # noqa: E501  # fmt: skip
 }
 
 
+#: ``{variable: (units, text)}`` of every variable a sweep kind writes (the studies' included):
+#: the one table the files' ``units`` and ``description`` attrs come from
+#: (``Kind.descriptions`` overrides a name whose meaning in a kind differs)
 DESCRIPTIONS = {
     "done": ("1", "the grid point has finished"),
     "c1": ("1", "uniform-pooling order parameter (linear attention)"),
@@ -291,4 +328,123 @@ DESCRIPTIONS = {
     "barrier_strong": ("nats", "F at the barrier above the strong minimum"),
     "min_overlap": ("1", "smallest MBAR overlap of neighbouring windows"),
     "max_r_hat": ("1", "largest per-window R-hat of aG"),
+    # the studies' (frozen, precursors, hysteresis: bayes_attn.experiments.studies)
+    "exact_c1": ("1", "held-out c1 (a1) of the member's exact MAP (linear: Z2-folded)"),
+    "exact_cG": ("1", "held-out cG (aG) of the member's exact MAP (linear: Z2-folded)"),
+    "exact_global_min": ("1", "the member's MAP passes the loss filter (classify_minima), 1 or 0"),
+    "var_laplace": ("1", "variance of the order parameter by Laplace at the global saddle"),
+    "var_exact": ("1", "variance of the order parameter by quadrature"),
+    "var_nuts": ("1", "variance of the order parameter by NUTS (nan where not run)"),
+    "mcse_nuts": ("1", "Monte Carlo standard error of var_nuts"),
+    "q1": ("1", "final c1 (a1) of the member after Adam at this rung of the loop"),
+    "qG": ("1", "final cG (aG) of the member after Adam at this rung of the loop"),
+    # llc_table1, llc_phases (bayes_attn.experiments.llc_studies)
+    "exact_llc_mean": ("1", "exact LLC of the frozen-embedding network (W_O integrated out)"),
+    "sgld_llc_mean": ("1", "LLC by SGLD on the network's weights (nan with exact_only)"),
+    "centre": ("1", "the phase's centre: 0 the joint MAP, 1 the gate's mode, 2 its start"),
+    "free_energy": ("nats", "F(n) of the phase, localized at its centre"),
+    "free_energy_basin": ("nats", "F(n) of the phase's basin, the localization taken away"),
+    # coexistence_modes, occupancy, landscape_linear (bayes_attn.experiments.studies_coexistence)
+    "level2_aG": ("1", "aG of the Level-2 phase (exact; nan where it does not exist)"),
+    "level2_delta_F": ("nats", "Level 2's F_strong - F_weak (log-determinant; nan: one phase)"),
+    "level1_aG": ("1", "aG of the Level-1 mode from its start (weak: uniform; strong: copy)"),
+    "level1_U": ("nats", "potential at the Level-1 mode from the phase's start"),
+    "level1_divide": ("1", "aG of Level 1's divide between its modes (nan: one mode)"),
+    "nuts_n_draws": ("draws", "the chain's draws"),
+    "nuts_n_strong": ("draws", "the chain's draws above the divide"),
+    "nuts_strong_fraction": ("1", "the chain's fraction of draws above the divide"),
+    "nuts_n_switches": ("1", "the chain's changes of phase between draws"),
+    "nuts_ess": ("draws", "effective draws of the chain's phase indicator"),
+    "nuts_fraction": ("1", "pooled fraction of NUTS draws in the strong phase"),
+    "nuts_boundary": ("1", "aG of the divide NUTS's draws are split at (Level 1's own)"),
+    "nuts_verdict": ("1", "phase_occupancy's verdict, an index into " + ", ".join(VERDICTS)),
+    "adam_start": ("1", "the member's start: 0 uniform, 1 copy"),
+    "adam_aG": ("1", "the member's final aG"),
+    "adam_strong": ("1", "the member ends above the network's divide, 1 or 0"),
+    "adam_objective": ("1", "the member's final objective per token"),
+    "adam_boundary": ("1", "aG of the network posterior's divide (level_modes)"),
+    "cG_minimum": ("1", "cG at the lowest point of F(cG)"),
+    "profile_mean": ("1", "mean of cG under the profile"),
+    "level2_minimum": ("1", "cG at the minimum of Level 2's F(cG) on the same bins"),
+    "map_cG": ("1", "|cG| of the Level-1 MAP (L-BFGS) on the member's dataset and Gram"),
+    "F_at_map": ("nats", "F(cG) - min F at the MAP's cG"),
+    # induction_posterior, induction_profile, induction_llc (experiments.induction_posterior)
+    "uniform1_map": ("1", "layer 1's uniform score at the MAP, held out"),
+    "uniform1_mean": (
+        "1",
+        "posterior mean of layer 1's uniform score (held out, predictive draws)",
+    ),
+    "uniform1_sd": ("1", "posterior sd of layer 1's uniform score (held out, predictive draws)"),
+    "uniform1_rhat": ("1", "R-hat of layer 1's uniform score (training set, every draw)"),
+    "uniform1_ess": ("draws", "bulk ESS of layer 1's uniform score (training set, every draw)"),
+    "copy1_map": ("1", "layer 1's copy (previous-token) score at the MAP, held out"),
+    "copy1_mean": (
+        "1",
+        "posterior mean of layer 1's copy (previous-token) score (held out, predictive draws)",
+    ),
+    "copy1_sd": (
+        "1",
+        "posterior sd of layer 1's copy (previous-token) score (held out, predictive draws)",
+    ),
+    "copy1_rhat": (
+        "1",
+        "R-hat of layer 1's copy (previous-token) score (training set, every draw)",
+    ),
+    "copy1_ess": (
+        "draws",
+        "bulk ESS of layer 1's copy (previous-token) score (training set, every draw)",
+    ),
+    "induction2_map": ("1", "layer 2's induction score at the MAP, held out"),
+    "induction2_mean": (
+        "1",
+        "posterior mean of layer 2's induction score (held out, predictive draws)",
+    ),
+    "induction2_sd": (
+        "1",
+        "posterior sd of layer 2's induction score (held out, predictive draws)",
+    ),
+    "induction2_rhat": ("1", "R-hat of layer 2's induction score (training set, every draw)"),
+    "induction2_ess": ("draws", "bulk ESS of layer 2's induction score (training set, every draw)"),
+    "induction2_excess_map": ("1", "layer 2's induction score over its share at the MAP, held out"),
+    "induction2_excess_mean": (
+        "1",
+        "posterior mean of layer 2's induction score over its share (held out, predictive draws)",
+    ),
+    "induction2_excess_sd": (
+        "1",
+        "posterior sd of layer 2's induction score over its share (held out, predictive draws)",
+    ),
+    "induction2_excess_rhat": (
+        "1",
+        "R-hat of layer 2's induction score over its share (training set, every draw)",
+    ),
+    "induction2_excess_ess": (
+        "draws",
+        "bulk ESS of layer 2's induction score over its share (training set, every draw)",
+    ),
+    "uniform2_map": ("1", "layer 2's uniform score at the MAP, held out"),
+    "uniform2_mean": (
+        "1",
+        "posterior mean of layer 2's uniform score (held out, predictive draws)",
+    ),
+    "uniform2_sd": ("1", "posterior sd of layer 2's uniform score (held out, predictive draws)"),
+    "uniform2_rhat": ("1", "R-hat of layer 2's uniform score (training set, every draw)"),
+    "uniform2_ess": ("draws", "bulk ESS of layer 2's uniform score (training set, every draw)"),
+    "loss_predictive": ("1", "held-out loss per token of the posterior-predictive mean"),
+    "loss_draws": ("1", "mean over the draws of each draw's held-out loss per token"),
+    "loss_map": ("1", "held-out loss per token of the MAP's posterior-mean readout"),
+    "loss_bigram": ("1", "held-out loss of the Dirichlet bigram (Bayes-optimal, uniform start)"),
+    "loss_unigram": ("1", "held-out loss of the smoothed in-context unigram"),
+    "loss_uniform": ("1", "held-out loss of 1/V"),
+    "kl_bigram": ("nats", "mean KL(bigram || the model's clipped output), held out"),
+    "kl_unigram": ("nats", "mean KL(unigram || the model's clipped output), held out"),
+    "kl_uniform": ("nats", "mean KL(uniform || the model's clipped output), held out"),
+    "leapfrogs": ("gradients", "mean leapfrog steps per NUTS draw"),
+    "seconds": ("s", "wall time of the grid point"),
+    "q_weak": ("1", "the profiled site at the lowest-q minimum of F(q)"),
+    "q_strong": ("1", "the profiled site at the highest-q minimum of F(q) (nan: one minimum)"),
+    "windows": ("1", "umbrella windows run"),
+    "q_divide": ("1", "the profiled site at the highest point of F(q) between its outer minima"),
+    "nuts_acceptance": ("1", "mean NUTS acceptance of the draws"),
+    "llc_step": ("1", "the Langevin step of the LLC's sampler (nan for NUTS)"),
 }

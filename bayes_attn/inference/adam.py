@@ -24,9 +24,9 @@ import numpy as np
 import optax
 import xarray as xr
 
-from bayes_attn import algebra
 from bayes_attn._deprecation import renamed
 from bayes_attn._validation import check_activation, check_int, check_positive, check_tokens
+from bayes_attn.inference.adam_nets import AdamNetwork, adam_network
 from bayes_attn.inference.adam_optim import (
     DECAYS,
     EarlyStoppingState,
@@ -47,8 +47,6 @@ from bayes_attn.inference.sharding import (
 )
 from bayes_attn.io import concat_disjoint
 from bayes_attn.keys import resolve_key
-from bayes_attn.models.levels import order_parameters
-from bayes_attn.models.network import forward, init_params, loss_per_token, neg_log_posterior
 from bayes_attn.progress import bar as make_bar
 from bayes_attn.task import preset_attrs
 
@@ -70,44 +68,15 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------------------------------
-# Observables of one member
+# The chunk program
 
 
-def _observables(params, frozen, tokens, test_tokens, hyper, activation):
-    """Train and test loss per token (1/2 sum |y - f|^2 / (P L)), objective per token, and the
-    order parameters of the mean attention over the test sequences."""
-
-    full = {**frozen, **params}
-    f_test, A = forward(full, test_tokens, activation)  # one forward serves loss and attention
-    pr = algebra.project(A)
-    n_tok = tokens.shape[0] * tokens.shape[1]
-    obj = neg_log_posterior(params, tokens, hyper, activation, frozen=frozen) / n_tok
-    return {
-        "train_loss": loss_per_token(forward(full, tokens, activation)[0], tokens),
-        "test_loss": loss_per_token(f_test, test_tokens),
-        "objective": obj,
-        "c1": pr["c1"],
-        "cG": pr["cG"],
-        "token_residual": pr["token_residual"],
-        "A_bar": pr["A_bar"],
-    }
-
-
-def _param_dims(name: str) -> tuple[str, ...]:
-    return {
-        "W_emb": ("hidden", "token"),
-        "p": ("hidden", "position"),
-        "W_O": ("token", "hidden"),
-        "W_G": ("hidden", "hidden_k"),
-        "W_Q": ("hidden_q", "hidden"),
-        "W_K": ("hidden_q", "hidden_k"),
-    }[name]
-
-
-def _chunk_program(opt, hyper, activation: str, P: int, L: int, batch_size, mesh):
+def _chunk_program(opt, hyper, activation: str, P: int, L: int, batch_size, mesh, net=None):
     """The jitted chunk: ``run_chunk(params, opt_state, keys, tokens, frozen, test_tokens)`` runs
-    ``keys.shape[1]`` steps of every member (leading axis of all but ``test_tokens``) and returns
-    the new params, optimiser state and the observables."""
+    ``keys.shape[1]`` steps of every member (leading axis of all but ``test_tokens``) of the
+    network ``net`` (:func:`~bayes_attn.inference.adam_nets.adam_network`; default the one-layer
+    network) and returns the new params, optimiser state and the observables."""
+    net = adam_network(None, hyper, activation, None) if net is None else net
     n_tok = P * L
     scale = P / batch_size if batch_size else 1.0
 
@@ -116,16 +85,14 @@ def _chunk_program(opt, hyper, activation: str, P: int, L: int, batch_size, mesh
         batch = (
             data if batch_size is None else data[jax.random.choice(key, P, (batch_size,), False)]
         )
-        value, grads = jax.value_and_grad(neg_log_posterior)(
-            params, batch, hyper, activation, frozen=fixed, scale=scale
-        )
+        value, grads = jax.value_and_grad(net.objective)(params, batch, frozen=fixed, scale=scale)
         updates, opt_state = opt.update(grads, opt_state, params, value=value / n_tok)
         return (optax.apply_updates(params, updates), opt_state), None
 
     def member(args, test_tokens):
         p, s, ks, data, fixed = args
         (p, s), _ = jax.lax.scan(lambda c, k: one_step(c, k, data, fixed), (p, s), ks)
-        return p, s, _observables(p, fixed, data, test_tokens, hyper, activation)
+        return p, s, net.observables(p, fixed, data, test_tokens)
 
     @jax.jit
     def run_chunk(params, opt_state, keys, tokens, frozen, test_tokens):
@@ -240,7 +207,7 @@ def adam_settings(settings: AdamSettings | None = None, **changes) -> AdamSettin
 # The trainer
 
 
-def _history(runs, activation: str, return_params: bool):
+def _history(runs, net: AdamNetwork, return_params: bool):
     """The data variables of :func:`train_adam`'s result from its member groups' runs (records,
     steps, stopped_at, final weights), and the recorded steps."""
     # a group that stopped early holds still: repeat its last record up to the longest group
@@ -251,25 +218,16 @@ def _history(runs, activation: str, return_params: bool):
     ]
     stopped_at = np.concatenate([r[2] for r in runs])
     final_params = {n: np.concatenate([r[3][n] for r in runs]) for n in runs[0][3]}
-
-    names = order_parameters(activation)
-    series = {
-        "train_loss": "train_loss",
-        "test_loss": "test_loss",
-        "objective": "objective",
-        names[0]: "c1",
-        names[1]: "cG",
-        "token_residual": "token_residual",
-    }
     data = {
         out: (("member", "step"), np.stack([r[key] for r in records], axis=1))
-        for out, key in series.items()
+        for out, key in net.series.items()
     }
-    data["A_bar"] = (("member", "query", "key"), records[-1]["A_bar"])
+    for name in net.patterns:
+        data[name] = (("member", "query", "key"), records[-1][name])
     data["stopped_at"] = (("member",), stopped_at)
     if return_params:
         for name, w in final_params.items():
-            data[name] = (("member", *_param_dims(name)), np.asarray(w))
+            data[name] = (("member", *net.dims(name)), np.asarray(w))
     return data, steps
 
 
@@ -382,7 +340,7 @@ def train_adam(
     run = _ensemble(task, hyper, activation, d_model, members, s, keys, data, mesh, return_params)
     groups = [slice(a, min(a + group, hi)) for a in range(lo, hi, group)]
     runs = _train_groups(run, groups, f"adam {activation} P={P}", progress)
-    data, steps = _history(runs, activation, return_params)
+    data, steps = _history(runs, run.net, return_params)
     attrs = _attrs(run, seed, activation, P, s, key_attrs, len(steps), len(groups))
     coords = {"member": np.arange(lo, hi), "step": np.asarray(steps)}
     return xr.Dataset(data, coords=coords, attrs=attrs)
@@ -394,6 +352,7 @@ def _ensemble(task, hyper, activation, d_model, members, s, keys, data, mesh, re
     tokens, test_tokens, init = data
     opt = optimizer_for(s)
     P = tokens.shape[1]
+    net = adam_network(task, hyper, activation, test_tokens)
     return _Ensemble(
         task=task,
         hyper=hyper,
@@ -405,7 +364,8 @@ def _ensemble(task, hyper, activation, d_model, members, s, keys, data, mesh, re
         init_keys=jax.random.split(keys.init, members),
         k_run=keys.run,
         opt=opt,
-        run_chunk=_chunk_program(opt, hyper, activation, P, task.L, s.batch_size, mesh),
+        net=net,
+        run_chunk=_chunk_program(opt, hyper, activation, P, task.L, s.batch_size, mesh, net),
         mesh=mesh,
         tokens=tokens,
         test_tokens=test_tokens,
@@ -481,13 +441,14 @@ def _attrs(run, seed, activation, P, s: AdamSettings, key_attrs, records, groups
     attrs.update(
         trainer="adam",
         level="network",
-        model="network_model",
+        model=run.net.model,
         activation=activation,
         d_model=run.d_model,
         P=P,
         warmup_steps=s.warmup_steps,
         **preset_attrs(run.task, run.hyper),
     )
+    attrs.update(run.net.attrs)
     attrs.update(devices=run.mesh.size, member_groups=groups)
     attrs.update(members=run.members)
     return attrs
@@ -521,6 +482,7 @@ class _Ensemble(NamedTuple):
     init_keys: jax.Array  # (members,): the initial draw of each member
     k_run: jax.Array  # folded with the step: the minibatch keys of each chunk
     opt: optax.GradientTransformation
+    net: AdamNetwork
     run_chunk: object
     mesh: object
     tokens: jax.Array
@@ -533,9 +495,7 @@ class _Ensemble(NamedTuple):
 def _start(run: _Ensemble, idx: slice, whole: bool) -> dict:
     """The starting weights of members ``idx``: their prior draws, or their rows of ``init``."""
     if run.init is None:
-        return jax.vmap(lambda k: init_params(k, run.task, run.hyper, run.d_model, run.factorized))(
-            run.init_keys[idx]
-        )
+        return jax.vmap(lambda k: run.net.init(k, run.d_model, run.factorized))(run.init_keys[idx])
     return {k: w if whole else jnp.asarray(w)[idx] for k, w in run.init.items()}
 
 

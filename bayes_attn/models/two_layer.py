@@ -45,7 +45,11 @@ __all__ = [
     "check_readout",
     "forward",
     "induction_scores",
+    "init_network_params",
     "network_forms",
+    "network_neg_log_posterior",
+    "network_outputs",
+    "network_prior_scales",
     "two_layer_kernel_model",
     "two_layer_network_model",
 ]
@@ -249,7 +253,7 @@ def two_layer_network_model(
     W_G2 = None
     if layers == 2:
         W_G2 = numpyro.sample("W_G2", dist.Normal(0.0, g).expand((2 * d, 2 * d)).to_event(2))
-    width = sum({"h0": 1, "h1": 1, "h2": 2}[s] for s in readout) * d
+    width = _readout_width(readout) * d
     std_o = (hyper.g_o / (hyper.chi * d)) ** 0.5
     W_O = numpyro.sample("W_O", dist.Normal(0.0, std_o).expand((task.V, width)).to_event(2))
     M1, M2, w = network_forms(jnp.concatenate([W_emb, pos], axis=1), W_G1, W_G2, W_O)
@@ -258,5 +262,76 @@ def two_layer_network_model(
     y, rows = _targets(task, tokens)
     f = Phi[:, rows] @ w.T
     noise = (hyper.sigma2 / hyper.chi) ** 0.5
-    numpyro.sample("y", dist.Normal(f, noise).to_event(3), obs=y[:, rows])
+    with numpyro.plate("sequences", tokens.shape[0]):  # per-sequence log likelihood (run_sgld)
+        numpyro.sample("y", dist.Normal(f, noise).to_event(2), obs=y[:, rows])
     _record(A1, A2, tokens, task, activation)
+
+
+# --------------------------------------------------------------------------------------------------
+# The network as plain functions of its weights (what Adam trains: bayes_attn.inference.adam_nets)
+
+
+def _readout_width(readout) -> int:
+    """The readout's width in units of d (h2 counts twice)."""
+    return sum({"h0": 1, "h1": 1, "h2": 2}[s] for s in readout)
+
+
+def network_prior_scales(hyper, d_model: int) -> dict[str, float]:
+    """The prior standard deviations of :func:`two_layer_network_model`'s weights: 1 for the
+    embeddings ``W_emb`` and ``p``, sqrt(g_W / chi) for ``W_G1`` and ``W_G2``, sqrt(g_O / (chi d))
+    for ``W_O``."""
+    g = (hyper.g_w / hyper.chi) ** 0.5
+    std_o = (hyper.g_o / (hyper.chi * d_model)) ** 0.5
+    return {"W_emb": 1.0, "p": 1.0, "W_G1": g, "W_G2": g, "W_O": std_o}
+
+
+def init_network_params(
+    key, task, hyper, d_model: int, *, layers: int = 2, readout=STREAMS
+) -> dict[str, jax.Array]:
+    """A draw of :func:`two_layer_network_model`'s weights from its prior, one key per weight
+    (split in the order of the sorted names, as :func:`bayes_attn.models.init_params` does)."""
+    d = check_int("d_model", d_model, 1)
+    layers, readout = _check_layers(layers, readout)
+    shapes = {
+        "W_emb": (d, task.V),
+        "p": (d, task.L),
+        "W_G1": (d, d),
+        "W_O": (task.V, _readout_width(readout) * d),
+    }
+    if layers == 2:
+        shapes["W_G2"] = (2 * d, 2 * d)
+    std = network_prior_scales(hyper, d)
+    keys = jax.random.split(key, len(shapes))
+    return {
+        n: std[n] * jax.random.normal(k, shapes[n])
+        for k, n in zip(keys, sorted(shapes), strict=True)
+    }
+
+
+def network_outputs(params, tokens, task, activation: str, readout=STREAMS):
+    """``(f, A1, A2)``: the network's outputs (P, L, V) and both attention patterns, for weights
+    ``params`` (``W_emb``, ``p``, ``W_G1``, ``W_O`` and, with two layers, ``W_G2``), through
+    :func:`network_forms` and :func:`forward` as in :func:`two_layer_network_model`."""
+    W = jnp.concatenate([params["W_emb"], params["p"]], axis=1)
+    M1, M2, w = network_forms(W, params["W_G1"], params.get("W_G2"), params["W_O"])
+    Phi, A1, A2 = forward(M1, M2, algebra.features(tokens, task.V), activation,
+                          _is_causal(task), readout)  # fmt: skip
+    return Phi @ w.T, A1, A2
+
+
+def network_neg_log_posterior(
+    params, tokens, task, hyper, activation: str, *, frozen=None, scale=1.0, readout=STREAMS
+):
+    """The chi-scaled negative log-posterior of :func:`two_layer_network_model`, without constants:
+    chi sum |y - f|^2 / (2 sigma^2) over the positions with a target, plus sum_w |w|^2 / (2 std_w^2)
+    over the weights in ``params`` (:func:`network_prior_scales`); weights in ``frozen`` (held
+    embeddings) enter the forward only. ``scale`` multiplies the likelihood (P / batch for a
+    minibatch). Its minimum is the MAP; it equals the model's potential up to a constant, as
+    :func:`bayes_attn.models.network.neg_log_posterior` does for one layer."""
+    full = {**(frozen or {}), **params}
+    f, _, _ = network_outputs(full, tokens, task, activation, readout)
+    y, rows = _targets(task, tokens)
+    lik = hyper.chi * jnp.sum((y[:, rows] - f[:, rows]) ** 2) / (2 * hyper.sigma2)
+    std = network_prior_scales(hyper, full["W_emb"].shape[0])
+    prior = sum(jnp.sum(w**2) / (2 * std[n] ** 2) for n, w in params.items())
+    return scale * lik + prior

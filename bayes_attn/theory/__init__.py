@@ -5,6 +5,7 @@ References
 Paper Sec. 3; docs/theory.md §2-8 for our derivation.
 """
 
+from bayes_attn.theory import induction_action
 from bayes_attn.theory.action import (
     Scales,
     action_linear,
@@ -40,13 +41,21 @@ from bayes_attn.theory.modes import (
 )
 from bayes_attn.theory.profile import reduced_profile
 from bayes_attn.theory.saddles import Saddle, global_saddle, saddles
+from bayes_attn.theory.structured import (
+    TokenScales,
+    action_general,
+    second_order_general,
+    token_scales,
+)
 
 __all__ = [
     "Level1Map",
     "PhaseBoundaries",
     "Saddle",
     "Scales",
+    "TokenScales",
     "WeightCrossing",
+    "action_general",
     "action_linear",
     "action_softmax",
     "critical_end_point",
@@ -54,6 +63,7 @@ __all__ = [
     "data_exact",
     "evidence_exact",
     "global_saddle",
+    "induction_action",
     "inside_window",
     "landscape",
     "level1_action",
@@ -73,7 +83,9 @@ __all__ = [
     "saddles",
     "scales",
     "second_order_closed_form",
+    "second_order_general",
     "second_order_leading",
     "softmax_log_density",
+    "token_scales",
     "weight_crossing",
 ]

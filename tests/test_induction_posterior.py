@@ -1,0 +1,132 @@
+"""The induction head's kernel-limit posterior, profiles and LLC as sweep kinds
+(bayes_attn.experiments.induction_posterior; issue 43, part 4)."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import xarray as xr
+
+import bayes_attn
+from bayes_attn.experiments import induction_posterior as ip
+from bayes_attn.experiments.sweep import SweepConfig, read_sweep_table, run_sweep
+from bayes_attn.induction import InductionTask
+from bayes_attn.inference.potential import flat_potential
+from bayes_attn.models.two_layer import two_layer_kernel_model
+from bayes_attn.task import Hyper
+from bayes_attn.tokens import parse_tokens
+
+CONFIGS = Path(bayes_attn.__file__).parent / "configs"
+SOURCE = "icl-markov:alpha=1,start=uniform"
+TASK = InductionTask(4, 2, parse_tokens(SOURCE))
+HYPER = Hyper.paper()
+
+
+def _draws(P=12, seed=0):
+    tokens = TASK.sample(jax.random.key(seed), P)
+    n = TASK.n_features
+    k1, k2 = jax.random.split(jax.random.key(seed + 1))
+    return tokens, [
+        {"M1": 0.5 * jax.random.normal(jax.random.fold_in(k1, i), (n, n)),
+         "M2": 0.5 * jax.random.normal(jax.random.fold_in(k2, i), (2 * n, 2 * n))}
+        for i in range(3)
+    ]  # fmt: skip
+
+
+def test_llc_target_at_the_posterior_temperature_is_the_kernel_limit_posterior():
+    """With the prior in, no localization and n beta = n, the LLC target is the kernel limit's
+    posterior: its log density differs from -U of two_layer_kernel_model (Woodbury evidence) by a
+    constant, at 1e-9 relative to the spread of U over the points."""
+    tokens, Ms = _draws()
+    w = jnp.zeros((TASK.V, 4 * TASK.n_features))
+    target = ip.two_layer_llc_target(TASK, HYPER, tokens, "softmax", Ms[0], w, d_model=64,
+                                     nbeta=tokens.shape[0], gamma=0.0, include_prior=True)  # fmt: skip
+    pot = flat_potential(two_layer_kernel_model, (TASK, HYPER, tokens, "softmax"))
+    U_fn, lp_fn = jax.jit(pot.U), jax.jit(target.log_density)
+    U = np.array([float(U_fn(pot.ravel(m))) for m in Ms])
+    lp = np.array([float(lp_fn(jnp.concatenate([m["M1"].ravel(), m["M2"].ravel()]))) for m in Ms])
+    diff = lp + U
+    assert np.ptp(diff) < 1e-9 * np.ptp(U)
+
+
+def test_llc_target_loss_at_its_point_with_a_stiff_readout_is_the_point_loss():
+    """gamma -> infinity pins the readout at w*: E[L_n | x*] -> L_n(x*, w*) = init_loss."""
+    tokens, Ms = _draws()
+    w = 0.3 * jax.random.normal(jax.random.key(5), (TASK.V, 4 * TASK.n_features))
+    target = ip.two_layer_llc_target(TASK, HYPER, tokens, "linear", Ms[1], w, d_model=24,
+                                     gamma=1e9)  # fmt: skip
+    assert float(target.loss(target.x_star)) == pytest.approx(target.init_loss, rel=1e-6)
+    assert target.n == tokens.shape[0] and target.nbeta == pytest.approx(12 / np.log(12))
+    with pytest.raises(ValueError, match="gamma"):
+        ip.two_layer_llc_target(TASK, HYPER, tokens, "linear", Ms[1], w, d_model=24, gamma=0.0)
+    with pytest.raises(ValueError, match="d_model"):
+        ip.two_layer_llc_target(TASK, HYPER, tokens, "linear", Ms[1], w, d_model=4)
+
+
+@pytest.mark.parametrize(
+    "kind, options, name",
+    [("induction_profile", {"cvs": ["aG"]}, "cvs"),
+     ("induction_posterior", {"metric": "dense"}, "metric"),
+     ("induction_posterior", {"num_samples": 0}, "num_samples"),
+     ("induction_llc", {"sampler": "smc"}, "sampler"),
+     ("induction_llc", {"gamma": -1.0}, "gamma")],
+)  # fmt: skip
+def test_the_kinds_refuse_bad_options_naming_them(kind, options, name):
+    with pytest.raises(ValueError, match=name):
+        SweepConfig.from_dict({"kind": kind, "P": [10], "L": [4], "V": [2], "tokens": SOURCE,
+                               "activation": ["softmax"], "options": options})  # fmt: skip
+
+
+def test_equal_weight_P_interpolates_the_sign_change_in_log_P():
+    dF = np.array([[3.0, 1.0, -1.0, -4.0], [2.0, 1.0, 0.5, 0.2]]).T  # (P, cv)
+    ds = xr.Dataset({"delta_F": (("P", "cv"), dF)}, coords={"P": [100, 300, 1000, 3000]},
+                    attrs={"cvs": "copy1, induction2"})  # fmt: skip
+    assert ip.equal_weight_P(ds, "copy1") == pytest.approx(np.sqrt(300 * 1000))
+    assert np.isnan(ip.equal_weight_P(ds, "induction2"))
+    with pytest.raises(ValueError, match="cv"):
+        ip.equal_weight_P(ds, "uniform1")
+
+
+def _one(da) -> float:
+    """The one value of a variable over a one-point grid."""
+    return float(np.asarray(da).item())
+
+
+def _quick(name, tmp_path):
+    cfg = SweepConfig.from_dict(read_sweep_table(CONFIGS / f"{name}.toml", quick=True))
+    ds = run_sweep(cfg, tmp_path / f"{name}.nc", progress=False)
+    assert bool(ds.done.all())
+    return ds
+
+
+@pytest.mark.slow
+def test_induction_posterior_config_runs_at_its_quick_size(tmp_path):
+    """NUTS from the MAP at the quick size (L = 4, V = 2, P = 20): the draws' scores and the
+    predictive loss finite, no divergence, R-hat < 1.1, and the MAP's scores those of the
+    ``induction`` kind's MAP on the same dataset."""
+    from bayes_attn.experiments.induction import induction_map
+
+    ds = _quick("induction_posterior", tmp_path)
+    for s in ip.SCORES:
+        assert np.isfinite(_one(ds[f"{s}_mean"])) and _one(ds[f"{s}_sd"]) >= 0
+    assert _one(ds.divergences) == 0 and _one(ds.copy1_rhat) < 1.1
+    assert _one(ds.loss_predictive) < _one(ds.loss_uniform) + 0.05
+    ref = induction_map(TASK, HYPER, 20, "softmax", seed=0, num_test=100, maxiter=30)
+    assert _one(ds.copy1_map) == pytest.approx(ref["copy1"], abs=1e-8)
+    assert _one(ds.loss_map) == pytest.approx(ref["loss"], abs=1e-8)
+
+
+@pytest.mark.slow
+def test_induction_profile_config_runs_at_its_quick_size(tmp_path):
+    ds = _quick("induction_profile", tmp_path)
+    assert ds.delta_F.sizes["cv"] == 1 and _one(ds.windows.max()) >= 2
+    assert np.isfinite(_one(ds.barrier_weak.max())) or np.isfinite(_one(ds.q_weak.max()))
+
+
+@pytest.mark.slow
+def test_induction_llc_config_runs_at_its_quick_size(tmp_path):
+    ds = _quick("induction_llc", tmp_path)
+    assert np.isfinite(_one(ds.llc_mean)) and _one(ds.llc_step) > 0
+    assert 0 < _one(ds.acceptance) <= 1

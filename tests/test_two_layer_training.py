@@ -1,0 +1,116 @@
+"""Adam on the two-layer induction network (issue 43 part 4): one trainer, one loss owner per model.
+
+The objective is the model's own negative log-posterior (to 1e-9, as for one layer); training
+records both layers' order parameters and the KL to each reference strategy; frozen embeddings
+stay frozen; the training-curve sweep kind runs its quick config end to end and its plateau
+measure reads the steps it should on a hand-made curve.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from numpyro.infer.util import log_density
+
+import bayes_attn as ba
+from bayes_attn.induction import InductionTask
+from bayes_attn.inference import train_adam
+from bayes_attn.models.two_layer import (
+    init_network_params,
+    network_neg_log_posterior,
+    two_layer_network_model,
+)
+from bayes_attn.tokens import InContextMarkov
+
+TASK = InductionTask(6, 2, InContextMarkov(1.0, start="uniform"))
+HYPER = ba.Hyper.paper()
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_objective_is_the_two_layer_models_negative_log_posterior(frozen):
+    """U(theta) + log p(theta, y) is the same constant at two weight draws (to 1e-9), with the
+    embeddings trained or held."""
+    d = 4
+    tok = TASK.sample(jax.random.key(0), 5)
+    held = init_network_params(jax.random.key(9), TASK, HYPER, d)
+    emb = {k: held[k] for k in ("W_emb", "p")} if frozen else {}
+    kwargs = {"embeddings": (emb["W_emb"], emb["p"])} if frozen else {}
+    gaps = []
+    for k in (1, 2):
+        prm = init_network_params(jax.random.key(k), TASK, HYPER, d)
+        prm = {n: w for n, w in prm.items() if n not in emb}
+        logp, _ = log_density(
+            two_layer_network_model, (TASK, HYPER, tok, "softmax", d), kwargs, prm
+        )
+        gaps.append(float(network_neg_log_posterior(prm, tok, TASK, HYPER, "softmax", frozen=emb)
+                          + logp))  # fmt: skip
+    assert abs(gaps[0] - gaps[1]) < 1e-9 * abs(gaps[0])
+
+
+def test_train_adam_trains_the_two_layer_network_on_the_induction_task():
+    """The record holds both layers' scores and the KL to each strategy per step; the references'
+    held-out losses are attrs, ordered bigram < unigram < uniform; the objective falls; held
+    embeddings come back unchanged and trained ones do not."""
+    kw = dict(members=2, max_steps=60, chunk=20, patience=10**6, num_test=50, progress=False)
+    out = train_adam(TASK, HYPER, "softmax", 8, 30, return_params=True, **kw)
+    assert out.attrs["model"] == "two_layer_network_model"
+    for name in ("copy1", "induction2_excess", "uniform2", "kl_bigram", "kl_unigram", "test_loss"):
+        assert out[name].dims == ("member", "step") and np.all(np.isfinite(out[name]))
+    assert out.attrs["loss_bigram"] < out.attrs["loss_unigram"] < out.attrs["loss_uniform"]
+    assert out.A2_bar.shape == (2, 6, 6)
+    assert np.all(out.objective.isel(step=-1) < out.objective.isel(step=0))
+    held = train_adam(TASK, HYPER, "softmax", 8, 30, return_params=True, train_embeddings=False,
+                      **kw)  # fmt: skip
+    start = jax.vmap(lambda k: init_network_params(k, TASK, HYPER, 8))(
+        jax.random.split(ba.inference.adam.adam_keys(seed=0).init, 2)
+    )
+    np.testing.assert_array_equal(held.W_emb, start["W_emb"])
+    assert not np.allclose(out.W_emb, start["W_emb"])
+    with pytest.raises(ValueError, match="factorized"):
+        train_adam(TASK, HYPER, "softmax", 8, 30, factorized=True, **kw)
+
+
+def test_plateau_reads_the_steps_of_a_hand_made_curve():
+    """A loss that reaches the unigram level at step 200 and crosses the unigram-bigram midpoint
+    at step 700: entry 200, jump 700, plateau 500; a curve that never jumps: nan."""
+    from bayes_attn.experiments.induction_training import plateau
+
+    steps = np.arange(50, 1001, 50)
+    refs = {"loss_uniform": 0.33, "loss_unigram": 0.32, "loss_bigram": 0.30}
+    loss = np.where(steps < 200, 0.335, np.where(steps < 700, 0.321, 0.301))
+    out = plateau(steps, loss, **refs)
+    assert (out["entry_step"], out["jump_step"], out["plateau_steps"]) == (200, 700, 500)
+    flat = plateau(steps, np.full(steps.shape, 0.321), **refs)
+    assert flat["entry_step"] == 50 and np.isnan(flat["jump_step"])
+
+
+@pytest.mark.slow
+def test_induction_training_config_runs_at_its_quick_size(tmp_path):
+    """The study's config (bayes_attn/configs/induction_training.toml) at its quick size, end to
+    end: curves on both sources, per step, and the plateau measures."""
+    from pathlib import Path
+
+    import bayes_attn
+    from bayes_attn.experiments.sweep import SweepConfig, read_sweep_table, run_sweep
+
+    path = Path(bayes_attn.__file__).parent / "configs" / "induction_training.toml"
+    cfg = SweepConfig.from_dict(read_sweep_table(path, quick=True))
+    ds = run_sweep(cfg, tmp_path / "curves.nc", progress=False)
+    assert bool(ds.done.all())
+    assert ds.kl_bigram.sizes["doubly_stochastic"] == 2
+    assert np.all(np.isfinite(ds.test_loss)) and np.all(np.isfinite(ds.copy1))
+    assert "plateau_steps" in ds and "jump_step" in ds
+
+
+@pytest.mark.slow
+def test_sgld_check_runs_on_the_two_layer_network():
+    """SGLD on the two-layer network from an Adam start, at a tiny size: every summary finite,
+    the step from the curvature rule positive and at most 5e-4 / d."""
+    from bayes_attn.experiments.induction_training import SCORES, sgld_check
+
+    out = sgld_check(TASK, HYPER, 30, d_model=8, adam_steps=40, num_warmup=10, num_samples=20,
+                     thinning=4)  # fmt: skip
+    assert 0 < out["step_size"] <= 5e-4 / 8
+    assert all(np.isfinite(out[k]) for k in SCORES)
+    assert all(np.isfinite(out[f"{k}_adam"]) for k in SCORES)
