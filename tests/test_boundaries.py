@@ -5,6 +5,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
@@ -95,6 +96,7 @@ def test_crossover_is_the_steepest_growth_of_cG(paper):
     assert abs(sd.c1 - sd.cG) < 1e-6
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_phase_diagram_matches_pointwise_global_saddles(paper):
     task, hyper = paper
     Ps = np.geomspace(20, 4000, 20)

@@ -32,6 +32,7 @@ def test_old_form_warns_and_gives_the_same_draws():
         run_nuts(order_param_model, TASK, model_args=ARGS, **NUTS)
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_key_or_seed_the_same_for_every_sampler():
     key = jax.random.key(3)
     a = run_nuts(order_param_model, model_args=ARGS, key=key, **NUTS)

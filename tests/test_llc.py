@@ -256,6 +256,7 @@ def test_frozen_target_is_the_network_target_at_w_star():
         frozen_llc_target(quadratic, w_star)
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_linear_w_star_below_p_star_is_a_saddle_of_the_loss():
     """Below the linear P* the MAP is w* = 0 (W_G = 0, W_O = 0): a critical point of L_n, but a
     saddle, not a minimum (docs/theory.md, "A critical point that is a saddle"). The output is
@@ -300,6 +301,7 @@ def test_network_order_is_what_the_network_records():
         assert v == pytest.approx(float(at_star[k]), rel=1e-9, abs=1e-12), k
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_exact_draws_record_their_order_parameters():
     """Each exact draw carries a1/aG (what LLCTarget.order gives at it), and a ladder node's
     summary (_node_order) is their mean and range; the ladders themselves: the slow test below."""
@@ -345,6 +347,7 @@ def test_exact_ladders_record_where_their_nodes_sit():
         assert abs(float(ds["aG_mean"][-1]) - aG_star) < 0.1, (ds.attrs["kind"], aG_star)
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_frozen_sq_distance_integrates_the_network_readout():
     """The frozen target's |w - w*|² at a gate M~: |M~ - M~*|² plus the readout's conditional
     E|W_O - W_O*|² in the span, against the explicit network's localized density, which is
@@ -374,6 +377,7 @@ def test_frozen_sq_distance_integrates_the_network_readout():
     assert readout > 1e-3 * gate  # the readout's part is not negligible here: the check bites
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_localization_free_energy_on_the_quadratic_off_centre():
     """F(γ) - F(0) = Σ ½ log(1 + γ/hᵢ) + ½ hᵢ γ cᵢ² / (hᵢ + γ) (hᵢ = nβ aᵢ, centre c): the
     thermodynamic integral over γ (4 Gauss-Legendre nodes, 2 as the check; MALA, exact in the

@@ -323,6 +323,7 @@ def test_interrupted_exact_llc_resumes_bit_for_bit(tmp_path, monkeypatch):
     np.testing.assert_array_equal(resumed.posterior["loss"], whole.posterior["loss"])
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_interrupted_laplace_nuts_resumes_bit_for_bit(tmp_path, monkeypatch):
     """NUTS in the Laplace metric keeps the same checkpoint (its warm-up adapts the step alone);
     a checkpoint of the window-adapted NUTS is another run's."""

@@ -70,6 +70,7 @@ def test_laplace_metric_samples_a_correlated_gaussian_with_short_trees():
     assert depth_lap < 3.0 and depth_lap < depth_adapt - 0.3, (depth_lap, depth_adapt)
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_run_nuts_announces_its_cost_first(caplog):
     with caplog.at_level(logging.INFO, logger="bayes_attn"):
         for metric in ("adapt", "laplace"):

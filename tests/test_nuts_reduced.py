@@ -115,6 +115,7 @@ def test_inference_data_is_complete_and_round_trips(paper, tmp_path):
     plt.close("all")
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_diagnose_flags_stuck_z2_chains(paper):
     """Above P* the linear chains stay in the Z2 image they start in; diagnose must say so, in
     words, and summarise the folded draws."""

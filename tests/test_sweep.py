@@ -55,6 +55,7 @@ def test_theory_sweep_matches_saddles(tmp_path):
     xr.testing.assert_identical(back, ds)
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_killed_sweep_resumes_to_the_same_file(tmp_path):
     cfg = SweepConfig(**NUTS)
     path = tmp_path / "killed.nc"

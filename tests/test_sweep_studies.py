@@ -112,6 +112,7 @@ def test_coexistence_kinds_refuse_bad_grids(kind, activation, options, match):
         SweepConfig(kind=kind, P=(42,), activation=activation, options=options)
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_precursors_runs_nuts_only_at_nuts_P(tmp_path):
     cfg = _quick("precursors_linear.toml")
     ds = run_sweep(cfg, tmp_path / "p.nc", progress=False).squeeze(["L", "V", "seed"])

@@ -136,6 +136,7 @@ def _mixture_model(w_strong, sep, sd):
     return model
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_two_component_mixture_delta_F(caplog):
     w, sep, sd = 0.2, 2.0, 0.4  # barrier ~ (sep / sd)^2 / 2 = 12.5 nats
     model = _mixture_model(w, sep, sd)
