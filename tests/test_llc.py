@@ -149,6 +149,7 @@ def test_normal_crossing_on_a_box_matches_quadrature():
     assert 0.05 < exact < 0.25  # the finite-temperature value, below the asymptotic λ = 1/4
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_target_parts_and_defaults_on_the_network():
     task, hyper = ba.CopyTask(8, 3), ba.Hyper.paper()
     tokens = task.sample(jax.random.key(1), 12)
@@ -561,6 +562,7 @@ TI_RUN = dict(sampler="mala", num_nodes=6, num_chains=4, num_draws=1000, num_bur
               seed=0)  # fmt: skip
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_free_energy_by_thermodynamic_integration_on_the_quadratic():
     """log Z(nβ) - log Z(0) = -½ Σ log(1 + nβ a_i / γ) for the quadratic (L_n(w*) = 0)."""
     from bayes_attn.experiments.llc import llc_free_energy

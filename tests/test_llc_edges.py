@@ -398,7 +398,7 @@ def test_chunks_do_not_change_the_langevin_draws(monkeypatch):
     np.testing.assert_array_equal(a.posterior["loss"], b.posterior["loss"])
 
 
-@pytest.mark.parametrize("metric", ["adapt", "laplace"])
+@pytest.mark.parametrize("metric", ["adapt", pytest.param("laplace", marks=pytest.mark.slow)])
 def test_chunks_do_not_change_the_nuts_draws(monkeypatch, metric):
     """The same for NUTS (each step's key is folded from its index), warm-up included, in either
     metric."""

@@ -75,6 +75,7 @@ def test_network_model_subsample_plate_and_frozen_embeddings():
         network_model(task, hyper, tok, "linear", 0)
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_network_nuts_smoke():
     task, hyper = ba.CopyTask(L=4, V=2), ba.Hyper.paper()
     tok = task.sample(jax.random.key(0), 5)

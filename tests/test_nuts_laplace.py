@@ -89,6 +89,7 @@ def test_run_nuts_announces_its_cost_first(caplog):
     assert "run_nuts:" not in caplog.text
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_draws_do_not_depend_on_the_chunks_and_the_old_flag_warns(monkeypatch):
     """run_nuts scans the draws in compiled chunks between the bar's updates; every transition
     has its own key, so the chunks change nothing. ``lp`` is the log density at each draw.

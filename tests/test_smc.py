@@ -285,6 +285,7 @@ def test_regression_evidence_at_the_defaults():
     assert (np.asarray(a["num_eve_lineages"]) >= a["min_lineages"]).all()
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_starved_moves_warn_and_diagnose_reports_the_smc_fields():
     """One move per tempering step and 200 particles: the particles collapse onto one or two
     lineages and the runs disagree by tens of nats; both warnings fire, and diagnose prints the
@@ -452,6 +453,7 @@ def test_phase_boundary_is_the_density_minimum_between_the_modes(preset, p_cross
 # 3. NUTS chains stuck in their phases are flagged; SMC passes
 
 
+@pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_nuts_started_in_both_phases_is_not_mixing_while_smc_passes(preset, p_cross):
     task, hyper = preset
     pw = phase_weights(task, hyper, [p_cross])
