@@ -29,6 +29,7 @@ import dataclasses
 import numpy as np
 
 from bayes_attn._validation import check_int
+from bayes_attn.inference.adam_nets import TWO_LAYER_SERIES
 
 __all__ = [
     "DESCRIPTIONS",
@@ -51,18 +52,8 @@ TRAINING_DEFAULTS = {
     "doubly_stochastic": [0, 1],  # 1: doubly-stochastic chains (the file's dim of that name)
 }
 
-_SERIES = (
-    "train_loss",
-    "test_loss",
-    "uniform1",
-    "copy1",
-    "induction2",
-    "induction2_excess",
-    "uniform2",
-    "kl_bigram",
-    "kl_unigram",
-    "kl_uniform",
-)
+#: the two-layer record's series this kind writes (all but the objective)
+_SERIES = tuple(name for name in TWO_LAYER_SERIES if name != "objective")
 _REFS = ("loss_bigram", "loss_unigram", "loss_uniform")
 
 #: the variables an ``induction_training`` sweep writes beyond the sweep's own
