@@ -240,13 +240,11 @@ def test_llc_point_announces_its_cost_and_keeps_its_run(tmp_path, caplog, quadra
     assert not np.array_equal(other.posterior["loss"], first.posterior["loss"])
 
 
-def _interrupted_then_resumed(tmp_path, monkeypatch, run):
-    """``run_llc(**run)`` whole; then with a checkpoint, stopped by Ctrl-C after its second
-    save, refused with another seed, and resumed: (whole, resumed, the checkpoint's path)."""
+def _stop_at_the_second_save(monkeypatch):
+    """The LLC checkpoint saves after every chunk (chunks of one unit) and raises Ctrl-C after its
+    second save: (the saves so far, a call that gives back the real save)."""
     import bayes_attn.inference.llc_checkpoint as ckpt
 
-    whole = run_llc(quadratic, jnp.zeros(3), **run)
-    path = tmp_path / "llc.ckpt.npz"
     save, calls = ckpt.save, []
 
     def save_then_stop(*args):
@@ -256,11 +254,20 @@ def _interrupted_then_resumed(tmp_path, monkeypatch, run):
             raise KeyboardInterrupt
 
     monkeypatch.setattr(ckpt, "save", save_then_stop)
-    monkeypatch.setattr(ckpt, "CHECKPOINT_SECONDS", 0.0)  # after every chunk
-    monkeypatch.setattr(ckpt, "CHUNK_SECONDS", 0.0)  # chunks of one unit: several of them
+    monkeypatch.setattr(ckpt, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(ckpt, "CHUNK_SECONDS", 0.0)
+    return calls, lambda: monkeypatch.setattr(ckpt, "save", save)
+
+
+def _interrupted_then_resumed(tmp_path, monkeypatch, run):
+    """``run_llc(**run)`` whole; then with a checkpoint, stopped by Ctrl-C after its second
+    save, refused with another seed, and resumed: (whole, resumed, the checkpoint's path)."""
+    whole = run_llc(quadratic, jnp.zeros(3), **run)
+    path = tmp_path / "llc.ckpt.npz"
+    calls, restore = _stop_at_the_second_save(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         run_llc(quadratic, jnp.zeros(3), checkpoint=path, **run)
-    monkeypatch.setattr(ckpt, "save", save)
+    restore()
     assert path.exists() and len(calls) == 2
     with pytest.raises(ValueError, match="checkpoint: .*other arguments"):
         run_llc(quadratic, jnp.zeros(3), checkpoint=path, **{**run, "seed": run["seed"] + 1})
@@ -287,7 +294,6 @@ def test_interrupted_exact_llc_resumes_bit_for_bit(tmp_path, monkeypatch):
     (before: a rerun started from nothing, and 10 minutes of NUTS were lost)."""
     import jax
 
-    import bayes_attn.inference.llc_checkpoint as ckpt
     from bayes_attn import algebra
     from bayes_attn.inference.llc import exact_frozen_llc
     from bayes_attn.models import network_model
@@ -303,20 +309,10 @@ def test_interrupted_exact_llc_resumes_bit_for_bit(tmp_path, monkeypatch):
                 num_draws=12, num_burnin=8, seed=4)  # fmt: skip
     whole = exact_frozen_llc(network_model, w_star, **call)
     path = tmp_path / "llc_exact.ckpt.npz"
-    save, calls = ckpt.save, []
-
-    def save_then_stop(*args):
-        save(*args)
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(ckpt, "save", save_then_stop)
-    monkeypatch.setattr(ckpt, "CHECKPOINT_SECONDS", 0.0)
-    monkeypatch.setattr(ckpt, "CHUNK_SECONDS", 0.0)
+    _, restore = _stop_at_the_second_save(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         exact_frozen_llc(network_model, w_star, checkpoint=path, **call)
-    monkeypatch.setattr(ckpt, "save", save)
+    restore()
     assert path.exists()
     resumed = exact_frozen_llc(network_model, w_star, checkpoint=path, **call)
     assert not path.exists()
