@@ -183,7 +183,12 @@ def saddles(task, hyper, P, activation: str) -> list[Saddle]:
     """
     check_activation(activation)
     P = check_P_in_range(task, hyper, P)
-    sc = scales(task, hyper)
+    return minima_at(activation, P, scales(task, hyper), hyper.chi)
+
+
+def minima_at(activation: str, P, sc, chi) -> list:
+    """The distinct local minima among :func:`candidates` at the scales ``sc`` (a ``Scales``, or
+    the token-aware scales of :mod:`bayes_attn.theory.structured`), global first."""
     pts, vals, gnorm, lam = (np.asarray(a) for a in candidates(activation, jnp.float64(P), sc))
     ok = (gnorm <= 1e-7 * np.maximum(1.0, np.abs(vals))) & (lam > 0) & np.isfinite(vals)
     order = np.argsort(np.where(ok, vals, np.inf))
@@ -194,7 +199,7 @@ def saddles(task, hyper, P, activation: str) -> list[Saddle]:
         c = _canonical(activation, pts[i])
         if all(np.linalg.norm(c - k) > 1e-5 * (1 + np.linalg.norm(k)) for k in kept):
             kept.append(c)
-    return [_make_saddle(activation, P, c, sc, hyper.chi) for c in kept]
+    return [_make_saddle(activation, P, c, sc, chi) for c in kept]
 
 
 def _make_saddle(activation, P, c, sc: Scales, chi) -> Saddle:

@@ -37,7 +37,7 @@ from scipy import optimize
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_positive_array
 from bayes_attn.theory import boundaries
-from bayes_attn.theory.saddles import _canonical, _make_saddle, candidates, check_P_in_range
+from bayes_attn.theory.saddles import candidates, check_P_in_range, minima_at
 from bayes_attn.tokens import InContextMarkov, Markov, Zipf, parse_tokens, stationary
 
 
@@ -179,18 +179,7 @@ def saddles(task, hyper, P, activation: str) -> list:
     first: :func:`bayes_attn.theory.saddles.saddles` with the data term of :func:`data_ek_iid`."""
     check_activation(activation)
     P = check_P_in_range(task, hyper, P)
-    sc = token_scales(task, hyper)
-    out = candidates(activation, jnp.float64(P), sc)
-    pts, vals, gnorm, lam = (np.asarray(a) for a in out)
-    ok = (gnorm <= 1e-7 * np.maximum(1.0, np.abs(vals))) & (lam > 0) & np.isfinite(vals)
-    kept: list[np.ndarray] = []
-    for i in np.argsort(np.where(ok, vals, np.inf)):
-        if not ok[i]:
-            break
-        c = _canonical(activation, pts[i])
-        if all(np.linalg.norm(c - k) > 1e-5 * (1 + np.linalg.norm(k)) for k in kept):
-            kept.append(c)
-    return [_make_saddle(activation, P, c, sc, hyper.chi) for c in kept]
+    return minima_at(activation, P, token_scales(task, hyper), hyper.chi)
 
 
 def global_saddle(task, hyper, P, activation: str):
