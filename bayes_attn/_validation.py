@@ -159,3 +159,22 @@ class SamplerDiverged(ValueError):
             f"{sampler} diverged at step {self.step}{which} with step size {eps}: the state is "
             f"no longer finite or has blown up; {hint}"
         )
+
+
+def with_changes(settings, cls, changes: dict, *, where: str):
+    """``settings`` (``cls()`` when None) with ``changes`` applied, each of which must name a field
+    of the frozen dataclass ``cls``; the one way a function taking ``settings=`` and keyword
+    ``**changes`` builds its settings. ``where`` names the caller in the error."""
+    import dataclasses
+
+    settings = cls() if settings is None else settings
+    if not isinstance(settings, cls):
+        raise TypeError(f"{where}: settings must be a {cls.__name__}, got {type(settings).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise TypeError(
+            f"{where}: unknown option(s) {unknown}; the options are the fields of "
+            f"{cls.__name__}: {sorted(known)}"
+        )
+    return dataclasses.replace(settings, **changes) if changes else settings
