@@ -32,7 +32,7 @@ def moved(module: str, names: dict[str, str]):
     return __getattr__
 
 
-def renamed(old: str, old_value, new: str, new_value):
+def renamed(old: str, old_value, new: str, new_value, stacklevel: int = 3):
     """The value of a keyword argument renamed from ``old`` to ``new``: ``new_value`` unless the
     caller passed ``old`` (``old_value`` not None), which then wins and warns with a
     ``DeprecationWarning`` naming the new keyword. For example the one progress flag::
@@ -45,6 +45,6 @@ def renamed(old: str, old_value, new: str, new_value):
     warnings.warn(
         f"the keyword {old}= is now {new}=; the old name will be removed in the next release",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
     return old_value

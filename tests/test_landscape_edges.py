@@ -395,7 +395,7 @@ def test_umbrella_settings_are_the_one_home():
 
     # run_umbrella takes settings= plus the fields as keywords; no default is copied into it
     sig = inspect.signature(run_umbrella).parameters
-    assert sig["settings"].default is None and sig["overrides"].kind is sig["overrides"].VAR_KEYWORD
+    assert sig["settings"].default is None and sig["changes"].kind is sig["changes"].VAR_KEYWORD
     assert not set(UmbrellaSettings().options()) & set(sig)
     assert umbrella.umbrella_settings() == UmbrellaSettings()
     assert umbrella.umbrella_settings(num_samples=7).num_samples == 7

@@ -96,11 +96,11 @@ def test_draws_do_not_depend_on_the_chunks_and_the_old_flag_warns(monkeypatch):
     ``progress_bar=`` is the old name of ``progress=``: it still works and warns."""
     from scipy import stats
 
-    from bayes_attn.inference.nuts import NUTSSettings
+    from bayes_attn.inference import nuts
 
     kw = dict(model_args=(MU, COV), num_chains=2, num_warmup=10, num_samples=6, seed=4)
     one = run_nuts(gaussian, progress=False, **kw)
-    monkeypatch.setattr(NUTSSettings, "chunk", 3)
+    monkeypatch.setattr(nuts, "CHUNK", 3)
     with pytest.warns(DeprecationWarning, match="progress="):
         chunked = run_nuts(gaussian, progress_bar=False, **kw)
     np.testing.assert_array_equal(one.posterior["x"].values, chunked.posterior["x"].values)

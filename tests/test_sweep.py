@@ -240,21 +240,23 @@ def test_progress_shows_every_number_in_one_format():
 
 def test_defaults_come_from_the_samplers_and_the_trainer():
     """The sweep's settings of a sampler or the trainer are read from their one home: the
-    samplers' signatures and AdamSettings (the CLI reads them from here)."""
+    samplers' settings (NUTSSettings, SGLDSettings) and AdamSettings (the CLI reads them from
+    here)."""
     import inspect
 
     from bayes_attn.analysis import classify_minima
     from bayes_attn.experiments.sweep import DEFAULTS
-    from bayes_attn.inference import run_nuts, run_sgld
     from bayes_attn.inference.adam import WARMUP_FRACTION, WARMUP_START, AdamSettings
+    from bayes_attn.inference.nuts import NUTSSettings
+    from bayes_attn.inference.sgld import SGLDSettings
 
     def default(fn, name):
         return inspect.signature(fn).parameters[name].default
 
-    for kind, fn in (("nuts", run_nuts), ("sgld", run_sgld)):
+    for kind, settings in (("nuts", NUTSSettings()), ("sgld", SGLDSettings())):
         for name in ("num_chains", "num_warmup", "num_samples"):
-            assert DEFAULTS[kind][name] == default(fn, name), (kind, name)
-    assert DEFAULTS["sgld"]["step_size"] == default(run_sgld, "step_size")
+            assert DEFAULTS[kind][name] == getattr(settings, name), (kind, name)
+    assert DEFAULTS["sgld"]["step_size"] == SGLDSettings().step_size
     adam = AdamSettings()
     for name in ("lr", "max_steps", "patience", "num_test"):
         assert DEFAULTS["adam"][name] == getattr(adam, name), name

@@ -147,3 +147,21 @@ def test_every_kind_describes_its_variables_from_the_one_table():
         "units": "nats",
         "description": DESCRIPTIONS["level1_U"][1],
     }
+
+
+def test_a_kinds_own_descriptions_only_differ_from_the_one_table():
+    """``Kind.descriptions`` holds only the names whose meaning in that kind differs from
+    ``kinds.DESCRIPTIONS`` (an entry equal to the table's belongs in the table), and the induction
+    posterior's statistics of each score are described in the table."""
+    from bayes_attn.experiments.induction_posterior import SCORES
+    from bayes_attn.experiments.kinds import DESCRIPTIONS
+
+    for name, kind in KINDS.items():
+        own = resolve(kind.descriptions)
+        assert not {k for k, v in own.items() if DESCRIPTIONS.get(k) == v}, name
+    for s in SCORES:
+        assert {f"{s}_{t}" for t in ("map", "mean", "sd", "rhat", "ess")} <= set(DESCRIPTIONS)
+    assert DESCRIPTIONS["copy1_ess"] == (
+        "draws",
+        "bulk ESS of layer 1's copy (previous-token) score (training set, every draw)",
+    )

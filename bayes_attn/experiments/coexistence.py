@@ -125,9 +125,18 @@ def level_modes(
     :func:`bayes_attn.theory.modes`.
     """
     _check_level(level)
-    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings, include_logdet)
-    starts = phase_starts(task, hyper, _size(tokens, level), level, embeddings=embeddings)
-    return _modes_from_starts(model, args, kwargs, starts)
+    return _level_problem(task, hyper, tokens, level, d_model, embeddings, include_logdet)[2:]
+
+
+def _level_problem(task, hyper, tokens, level, d_model, embeddings, include_logdet, who=""):
+    """The softmax model at ``level``, built once, and its modes from the uniform and the copy
+    start: ``(P, (model, args, kwargs), modes, boundary)`` (the last two as :func:`level_modes`
+    returns them). ``who``, where given, says the search on stderr first."""
+    P = _size(tokens, level)
+    built = _model(task, hyper, tokens, level, d_model, embeddings, include_logdet)
+    say("%s: the %s modes from both starts at P = %g", who, level, P, enabled=bool(who))
+    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
+    return P, built, *_modes_from_starts(*built, starts)
 
 
 class FreeEnergyKeys(NamedTuple):
@@ -366,11 +375,10 @@ def phase_free_energies(
     smc = _smc_options(smc_options, legacy)
     checkpoints = basin_checkpoints(checkpoint)
     rng, seed, key_attrs = resolve_key(key, seed)
-    P = _size(tokens, level)
-    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings, include_logdet)
-    say("phase_free_energies: the %s modes from both starts at P = %g", level, P, enabled=progress)
-    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
-    found, cut = _modes_from_starts(model, args, kwargs, starts)
+    P, (model, args, kwargs), found, cut = _level_problem(
+        task, hyper, tokens, level, d_model, embeddings, include_logdet,
+        who="phase_free_energies" if progress else "",
+    )  # fmt: skip
     keys = free_energy_keys(rng)
     rows, aG = _basins(model, args, kwargs, found, cut, smc, keys, progress, checkpoints)
     ds = _free_energy_table(rows, aG)
@@ -431,11 +439,10 @@ def start_occupancy(
     nuts_bar = renamed("progress_bar", progress_bar, "progress", False)  # the old NUTS bar
     _check_level(level)
     num_chains = check_int("num_chains", num_chains, 2)
-    P = _size(tokens, level)
-    model, args, kwargs = _model(task, hyper, tokens, level, d_model, embeddings, include_logdet)
-    say("start_occupancy: the %s modes from both starts at P = %g", level, P, enabled=progress)
-    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
-    found, cut = _modes_from_starts(model, args, kwargs, starts)
+    P, (model, args, kwargs), found, cut = _level_problem(
+        task, hyper, tokens, level, d_model, embeddings, include_logdet,
+        who="start_occupancy" if progress else "",
+    )  # fmt: skip
     starts = {phase: found[phase]["start"] for phase in PHASES}
     if not math.isfinite(cut):
         cut = phase_boundary(task, hyper, P, include_logdet=include_logdet)

@@ -56,25 +56,17 @@ TRAINING_DEFAULTS = {
 _SERIES = tuple(name for name in TWO_LAYER_SERIES if name != "objective")
 _REFS = ("loss_bigram", "loss_unigram", "loss_uniform")
 
-#: the variables an ``induction_training`` sweep writes beyond the sweep's own
+#: the variables an ``induction_training`` sweep writes whose meaning here differs from the one
+#: table, :data:`bayes_attn.experiments.kinds.DESCRIPTIONS` (which describes the rest)
 DESCRIPTIONS = {
-    "train_step": ("steps", "Adam steps done at each record (the chunk dim)"),
     "train_loss": ("1", "training loss per target position along training"),
     "test_loss": ("1", "held-out loss per target position along training"),
     "uniform1": ("1", "layer 1: L x mean attention off the previous-token line (held-out)"),
-    "copy1": ("1", "layer 1: L x (mean previous-token attention - uniform1 / L)"),
-    "induction2": ("1", "layer 2: attention mass on the positions after earlier x[a]"),
-    "induction2_excess": ("1", "induction2 minus the share of such positions (0: uniform)"),
-    "uniform2": ("1", "layer 2: L x mean attention off the induction matches"),
-    "kl_bigram": ("nats", "held-out mean KL(bigram || network's clipped output)"),
-    "kl_unigram": ("nats", "held-out mean KL(unigram || network's clipped output)"),
-    "kl_uniform": ("nats", "held-out mean KL(uniform || network's clipped output)"),
+    **{
+        f"kl_{ref}": ("nats", f"held-out mean KL({ref} || network's clipped output)")
+        for ref in ("bigram", "unigram", "uniform")
+    },
     "loss_bigram": ("1", "held-out loss of the Dirichlet bigram on the same held-out set"),
-    "loss_unigram": ("1", "held-out loss of the smoothed in-context unigram"),
-    "loss_uniform": ("1", "held-out loss of 1/V"),
-    "entry_step": ("steps", "first record below the uniform-unigram midpoint loss"),
-    "jump_step": ("steps", "first record below the unigram-bigram midpoint loss (nan: none)"),
-    "plateau_steps": ("steps", "jump_step - entry_step (nan: no jump)"),
 }
 
 

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from bayes_attn.analysis.ensembles import classify_minima
 from bayes_attn.analysis.phases import VERDICTS
 from bayes_attn.inference.adam import WARMUP_FRACTION, WARMUP_START, AdamSettings
-from bayes_attn.inference.llc import run_llc
-from bayes_attn.inference.nuts import run_nuts
-from bayes_attn.inference.sgld import run_sgld
+from bayes_attn.inference.llc import LLCSettings
+from bayes_attn.inference.nuts import NUTSSettings
+from bayes_attn.inference.sgld import SGLDSettings
 from bayes_attn.inference.umbrella import UmbrellaSettings
 
 
@@ -87,25 +87,27 @@ def signature_defaults(fn, *names) -> dict:
 
 _ADAM = AdamSettings()
 _CHAINS = ("num_chains", "num_warmup", "num_samples")
+#: the options of an ``llc`` point that are :class:`~bayes_attn.inference.llc.LLCSettings` fields
+_LLC_OPTIONS = tuple("sampler num_chains num_draws step_size gamma include_prior nbeta".split())
 #: the umbrella options of a landscape sweep; their defaults are the level's UmbrellaSettings
 UMBRELLA_OPTIONS = ("num_warmup", "num_samples", "num_chains", "refine", "max_windows")
 
 # Settings each kind accepts, with their defaults (``SweepConfig.options`` overrides them). The
-# samplers' and the trainer's come from their signatures and from AdamSettings; the rest (the
+# samplers' and the trainer's come from their settings dataclasses; the rest (the
 # level, the widths, the ensemble's size) are the sweep's own.
 DEFAULTS = {
     "theory": {},
     "nuts": dict(
         level="reduced",
-        **signature_defaults(run_nuts, *_CHAINS),
+        **{k: getattr(NUTSSettings(), k) for k in _CHAINS},  # run_nuts's defaults
         d_model=16,
         include_logdet=False,
     ),
     "sgld": dict(
         level="reduced",
-        **signature_defaults(run_sgld, *_CHAINS),
+        **{k: getattr(SGLDSettings(), k) for k in _CHAINS},  # run_sgld's defaults
         d_model=16,
-        **signature_defaults(run_sgld, "step_size"),
+        step_size=SGLDSettings().step_size,
         batch_size=None,
         include_logdet=False,
     ),
@@ -125,16 +127,7 @@ DEFAULTS = {
         level="network",
         d_model=None,  # V + L, the narrowest frozen-embedding network (experiments.llc)
         num_burnin="auto",  # 5/(εγ): a point's λ̂ is biased low without it (run_llc)
-        **signature_defaults(
-            run_llc,
-            "sampler",
-            "num_chains",
-            "num_draws",
-            "step_size",
-            "gamma",
-            "include_prior",
-            "nbeta",
-        ),
+        **{k: getattr(LLCSettings(), k) for k in _LLC_OPTIONS},  # run_llc's defaults
         batch_size=None,
         exact=False,
     ),
@@ -157,6 +150,8 @@ _L = "bayes_attn.experiments.llc_studies:"  # the LLC studies'
 _C = "bayes_attn.experiments.studies_coexistence:"  # coexistence, linear landscape
 _I = "bayes_attn.experiments.induction:"  # the induction head's
 _T = "bayes_attn.experiments.induction_training:"  # the induction network's training curves
+_IP = "bayes_attn.experiments.induction_posterior:"  # its posterior beyond the MAP
+_K = "bayes_attn.experiments.tokens_study:"  # the structured-token study's
 
 #: Every sweep kind, name -> Kind: the one place where kinds are registered.
 KINDS: dict[str, Kind] = {
@@ -228,12 +223,12 @@ KINDS: dict[str, Kind] = {
         check=_L + "check_phases",
     ),  # fmt: skip
     "tokens": Kind(
-        "bayes_attn.experiments.tokens_study:tokens_point",
-        "bayes_attn.experiments.tokens_study:TOKENS_DEFAULTS",
+        _K + "tokens_point",
+        _K + "TOKENS_DEFAULTS",
         "none (L-BFGS, exact Level 1)",
-        check="bayes_attn.experiments.tokens_study:check_tokens_study",
-        descriptions="bayes_attn.experiments.tokens_study:DESCRIPTIONS",
-    ),  # noqa: E501  # fmt: skip  (structured tokens, issue 42 part 3)
+        check=_K + "check_tokens_study",
+        descriptions=_K + "DESCRIPTIONS",
+    ),  # fmt: skip  (structured tokens, issue 42 part 3)
     # the induction head (bayes_attn.experiments.induction)
     "induction": Kind(
         _I + "induction_point",
@@ -257,24 +252,46 @@ KINDS: dict[str, Kind] = {
         descriptions=_T + "DESCRIPTIONS",
     ),  # fmt: skip
     "induction_posterior": Kind(
-        "bayes_attn.experiments.induction_posterior:posterior_point",
-        "bayes_attn.experiments.induction_posterior:POSTERIOR_DEFAULTS",
+        _IP + "posterior_point",
+        _IP + "POSTERIOR_DEFAULTS",
         "nuts (two-layer kernel limit from its MAP)",
-        check="bayes_attn.experiments.induction_posterior:check_posterior",
-    ),  # noqa: E501  # fmt: skip
+        check=_IP + "check_posterior",
+    ),  # fmt: skip
     "induction_profile": Kind(
-        "bayes_attn.experiments.induction_posterior:profile_point",
-        "bayes_attn.experiments.induction_posterior:PROFILE_DEFAULTS",
+        _IP + "profile_point",
+        _IP + "PROFILE_DEFAULTS",
         "umbrella (two-layer kernel limit)",
-        check="bayes_attn.experiments.induction_posterior:check_profile",
-    ),  # noqa: E501  # fmt: skip
+        check=_IP + "check_profile",
+    ),  # fmt: skip
     "induction_llc": Kind(
-        "bayes_attn.experiments.induction_posterior:llc_point",
-        "bayes_attn.experiments.induction_posterior:LLC_DEFAULTS",
+        _IP + "llc_point",
+        _IP + "LLC_DEFAULTS",
         "llc (exact two-layer target, readout integrated)",
-        check="bayes_attn.experiments.induction_posterior:check_llc",
-    ),  # noqa: E501  # fmt: skip
+        check=_IP + "check_llc",
+    ),  # fmt: skip
 }
+
+
+#: the induction head's scores (``SCORES`` of :mod:`bayes_attn.experiments.induction_posterior`),
+#: in words
+_SCORES = {
+    "uniform1": "layer 1's uniform score",
+    "copy1": "layer 1's copy (previous-token) score",
+    "induction2": "layer 2's induction score",
+    "induction2_excess": "layer 2's induction score over its share",
+    "uniform2": "layer 2's uniform score",
+}
+
+
+def _score_descriptions(score: str, what: str) -> dict:
+    """The five statistics of one score that an ``induction_posterior`` sweep writes."""
+    return {
+        f"{score}_map": ("1", f"{what} at the MAP, held out"),
+        f"{score}_mean": ("1", f"posterior mean of {what} (held out, predictive draws)"),
+        f"{score}_sd": ("1", f"posterior sd of {what} (held out, predictive draws)"),
+        f"{score}_rhat": ("1", f"R-hat of {what} (training set, every draw)"),
+        f"{score}_ess": ("draws", f"bulk ESS of {what} (training set, every draw)"),
+    }
 
 
 #: ``{variable: (units, text)}`` of every variable a sweep kind writes (the studies' included):
@@ -369,67 +386,7 @@ DESCRIPTIONS = {
     "map_cG": ("1", "|cG| of the Level-1 MAP (L-BFGS) on the member's dataset and Gram"),
     "F_at_map": ("nats", "F(cG) - min F at the MAP's cG"),
     # induction_posterior, induction_profile, induction_llc (experiments.induction_posterior)
-    "uniform1_map": ("1", "layer 1's uniform score at the MAP, held out"),
-    "uniform1_mean": (
-        "1",
-        "posterior mean of layer 1's uniform score (held out, predictive draws)",
-    ),
-    "uniform1_sd": ("1", "posterior sd of layer 1's uniform score (held out, predictive draws)"),
-    "uniform1_rhat": ("1", "R-hat of layer 1's uniform score (training set, every draw)"),
-    "uniform1_ess": ("draws", "bulk ESS of layer 1's uniform score (training set, every draw)"),
-    "copy1_map": ("1", "layer 1's copy (previous-token) score at the MAP, held out"),
-    "copy1_mean": (
-        "1",
-        "posterior mean of layer 1's copy (previous-token) score (held out, predictive draws)",
-    ),
-    "copy1_sd": (
-        "1",
-        "posterior sd of layer 1's copy (previous-token) score (held out, predictive draws)",
-    ),
-    "copy1_rhat": (
-        "1",
-        "R-hat of layer 1's copy (previous-token) score (training set, every draw)",
-    ),
-    "copy1_ess": (
-        "draws",
-        "bulk ESS of layer 1's copy (previous-token) score (training set, every draw)",
-    ),
-    "induction2_map": ("1", "layer 2's induction score at the MAP, held out"),
-    "induction2_mean": (
-        "1",
-        "posterior mean of layer 2's induction score (held out, predictive draws)",
-    ),
-    "induction2_sd": (
-        "1",
-        "posterior sd of layer 2's induction score (held out, predictive draws)",
-    ),
-    "induction2_rhat": ("1", "R-hat of layer 2's induction score (training set, every draw)"),
-    "induction2_ess": ("draws", "bulk ESS of layer 2's induction score (training set, every draw)"),
-    "induction2_excess_map": ("1", "layer 2's induction score over its share at the MAP, held out"),
-    "induction2_excess_mean": (
-        "1",
-        "posterior mean of layer 2's induction score over its share (held out, predictive draws)",
-    ),
-    "induction2_excess_sd": (
-        "1",
-        "posterior sd of layer 2's induction score over its share (held out, predictive draws)",
-    ),
-    "induction2_excess_rhat": (
-        "1",
-        "R-hat of layer 2's induction score over its share (training set, every draw)",
-    ),
-    "induction2_excess_ess": (
-        "draws",
-        "bulk ESS of layer 2's induction score over its share (training set, every draw)",
-    ),
-    "uniform2_map": ("1", "layer 2's uniform score at the MAP, held out"),
-    "uniform2_mean": (
-        "1",
-        "posterior mean of layer 2's uniform score (held out, predictive draws)",
-    ),
-    "uniform2_sd": ("1", "posterior sd of layer 2's uniform score (held out, predictive draws)"),
-    "uniform2_rhat": ("1", "R-hat of layer 2's uniform score (training set, every draw)"),
-    "uniform2_ess": ("draws", "bulk ESS of layer 2's uniform score (training set, every draw)"),
+    **{k: v for s, what in _SCORES.items() for k, v in _score_descriptions(s, what).items()},
     "loss_predictive": ("1", "held-out loss per token of the posterior-predictive mean"),
     "loss_draws": ("1", "mean over the draws of each draw's held-out loss per token"),
     "loss_map": ("1", "held-out loss per token of the MAP's posterior-mean readout"),
@@ -447,4 +404,32 @@ DESCRIPTIONS = {
     "q_divide": ("1", "the profiled site at the highest point of F(q) between its outer minima"),
     "nuts_acceptance": ("1", "mean NUTS acceptance of the draws"),
     "llc_step": ("1", "the Langevin step of the LLC's sampler (nan for NUTS)"),
+    # induction, induction_frozen, induction_training (experiments.induction, .induction_training)
+    "U_zero": ("nats", "potential at the mode found from the start near zero (no head formed)"),
+    "U_circuit": ("nats", "potential at the mode found from the hand-built induction circuit"),
+    "start_won": (
+        "1",
+        "1 where the circuit's mode has the lower potential (it is the MAP), else 0",
+    ),
+    "converged": ("1", "the kept mode met the optimiser's gradient tolerance, 1 or 0"),
+    "uniform1": ("1", "layer 1: L x mean attention off the previous-token line (causal)"),
+    "copy1": ("1", "layer 1: L x (mean previous-token attention - uniform1 / L)"),
+    "induction2": ("1", "layer 2: attention mass on the positions after earlier x[a]"),
+    "induction2_excess": ("1", "induction2 minus the share of such positions (0: uniform)"),
+    "uniform2": ("1", "layer 2: L x mean attention off the induction matches"),
+    "train_step": ("steps", "Adam steps done at each record (the chunk dim)"),
+    "entry_step": ("steps", "first record below the uniform-unigram midpoint loss"),
+    "jump_step": ("steps", "first record below the unigram-bigram midpoint loss (nan: none)"),
+    "plateau_steps": ("steps", "jump_step - entry_step (nan: no jump)"),
+    # tokens (bayes_attn.experiments.tokens_study)
+    "pstar": ("sequences", "softmax: the Level-1 MAP's equal-action P; linear: its second-order P"),
+    "lo": ("sequences", "the largest P evaluated below P* (the bracket's lower end)"),
+    "hi": ("sequences", "the smallest P evaluated above P* (the bracket's upper end)"),
+    "aG_lo": ("1", "aG of the global Level-1 MAP at the bracket's lower end"),
+    "aG_hi": ("1", "aG of the global Level-1 MAP at the bracket's upper end"),
+    "evals": ("1", "number of P at which the Level-1 MAPs were computed"),
+    "q": ("1", "aG (softmax) or Z2-folded cG (linear) of the minimum reached from the start"),
+    "copy_weight": ("1", "mean attention on the previous position (the copy route)"),
+    "self_weight": ("1", "mean attention on the current position (the token-only route)"),
+    "loss_token_only": ("1", "exact expected loss of the best predictor from the current token"),
 }

@@ -11,7 +11,7 @@ there, and optionally the exact value beside it (:func:`~bayes_attn.inference.ll
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import math
 from pathlib import Path
 
@@ -32,6 +32,8 @@ from bayes_attn.experiments.llc_ti import (  # the ladders' home; re-exported he
 )
 from bayes_attn.inference import resolve_key
 from bayes_attn.inference.llc import (
+    EXACT_SETTINGS,
+    LLCSettings,
     exact_frozen_llc,
     frozen_llc_target,
     llc_schedule,
@@ -164,8 +166,7 @@ def _announce_llc(model, w_star, args, kw, n, options, enabled):
         model, w_star, model_args=args, model_kwargs=kw, n=n,
         **{k: options[k] for k in ("nbeta", "gamma", "include_prior") if k in options},
     )  # fmt: skip
-    o = {k: p.default for k, p in inspect.signature(run_llc).parameters.items()}
-    o.update(options)
+    o = {**dataclasses.asdict(LLCSettings()), **options}
     _, burnin = llc_schedule(target, o["sampler"], o["step_size"], o["num_burnin"])
     per_step = (7, 127) if o["sampler"] == "nuts" else (1, 2)
     if o["sampler"] == "nuts" and o["metric"] == "laplace":  # as run_llc: the step alone adapts
@@ -220,9 +221,8 @@ def _exact_run(problem, seed, progress, keep, draws, burnin, options):
             model, w_star, model_args=args, model_kwargs=_full_batch(kw),
             **{k: v for k, v in shared.items() if k not in ("num_chains", "num_burnin")},
         )  # fmt: skip
-        defaults = inspect.signature(exact_frozen_llc).parameters
-        chains = shared.get("num_chains", defaults["num_chains"].default)
-        steps = shared.get("num_burnin", defaults["num_burnin"].default) + draws
+        chains = shared.get("num_chains", EXACT_SETTINGS.num_chains)
+        steps = shared.get("num_burnin", EXACT_SETTINGS.num_burnin) + draws
         _announce_run(f"exact llc by NUTS, {chains} chains x {steps} steps", target, steps,
                       chains, (7, 127), True)  # fmt: skip
     return exact_frozen_llc(

@@ -5,6 +5,7 @@ docs/theory.md §11. Both are re-exported by :mod:`bayes_attn.experiments.llc`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -13,15 +14,21 @@ import numpy as np
 import xarray as xr
 
 from bayes_attn import _arviz as az
-from bayes_attn._validation import check_int, check_positive
+from bayes_attn._validation import check_int, check_positive, with_changes
 from bayes_attn.analysis.llc import llc_estimate
 from bayes_attn.inference import resolve_key
-from bayes_attn.inference.llc import exact_frozen_llc, frozen_llc_target, llc_target, run_llc
+from bayes_attn.inference.llc import (
+    EXACT_SETTINGS,
+    exact_frozen_llc,
+    frozen_llc_target,
+    llc_target,
+    run_llc,
+)
 from bayes_attn.inference.llc_settings import LLCSettings
 from bayes_attn.models.levels import ORDER_PARAMETERS
 from bayes_attn.progress import say
 
-__all__ = ["llc_free_energy", "localization_free_energy"]
+__all__ = ["LADDER_SETTINGS", "llc_free_energy", "localization_free_energy"]
 
 
 def _ti_nodes(nbeta: float, scale: float, num_nodes: int):
@@ -86,59 +93,48 @@ def _full_batch(model_kwargs: dict) -> dict:
     return {k: v for k, v in model_kwargs.items() if k != "batch_size"}
 
 
-def _base_target(model, w_star, model_args, model_kwargs, nbeta, gamma, include_prior, n, exact):
-    """The target at the top of a ladder (its nβ, n, L_n(w*)): with ``exact`` the frozen
-    network's (gate only, no pass over the d x d weights, so cheap at any width)."""
+def _ladder(model, w_star, model_args, model_kwargs, n, exact, vary, s: LLCSettings):
+    """(the target at the top of a ladder, ``run(value, key)``): the ladder's node at ``vary``
+    (``"nbeta"`` or ``"gamma"``) = value, the other settings ``s``'s, by :func:`exact_frozen_llc`
+    (``exact``; its target the frozen network's, gate only, so cheap at any width) or
+    :func:`run_llc` (whose ``step_size`` may be a function of the value)."""
+    kw = {"model_args": tuple(model_args), "model_kwargs": dict(model_kwargs or {})}
     if exact:
-        return frozen_llc_target(model, w_star, model_args=model_args,
-                                 model_kwargs=_full_batch(model_kwargs), nbeta=nbeta, gamma=gamma,
-                                 include_prior=include_prior)  # fmt: skip
-    return llc_target(model, w_star, model_args=model_args, model_kwargs=model_kwargs,
-                      nbeta=nbeta, gamma=gamma, include_prior=include_prior, n=n)  # fmt: skip
-
-
-def _node_runner(model, w_star, model_args, model_kwargs, exact, n, vary, fixed, options):
-    """``run(value, key)``: one node of a ladder, the run at ``vary`` (``"nbeta"`` or
-    ``"gamma"``) = value and the ``fixed`` settings, by :func:`exact_frozen_llc` (``exact``) or
-    :func:`run_llc` (whose ``step_size`` in ``options`` may be a function of the value)."""
-    if exact:
-        full = _full_batch(model_kwargs)
-
-        def run_one(value, key):
-            return exact_frozen_llc(model, w_star, model_args=model_args, model_kwargs=full,
-                                    **fixed, **{vary: value}, key=key, **options)  # fmt: skip
-
-        return run_one
-    step = options.pop("step_size", 1e-4)
+        kw["model_kwargs"] = _full_batch(kw["model_kwargs"])
+    else:
+        kw["n"] = n
+    base = (frozen_llc_target if exact else llc_target)(model, w_star, **kw, settings=s)
+    if vary == "gamma":  # the data's weight stays the top's
+        s = dataclasses.replace(s, nbeta=base.nbeta)
+    sampler = exact_frozen_llc if exact else run_llc
 
     def run_one(value, key):
-        eps = step(value) if callable(step) else step
-        return run_llc(model, w_star, model_args=model_args, model_kwargs=model_kwargs, **fixed,
-                       **{vary: value}, n=n, key=key, step_size=eps, **options)  # fmt: skip
+        eps = s.step_size(value) if callable(s.step_size) else s.step_size
+        node = dataclasses.replace(s, step_size=eps, **{vary: value})
+        return sampler(model, w_star, **kw, settings=node, key=key)
 
-    return run_one
+    return base, run_one
+
+
+LADDER_SETTINGS = LLCSettings(step_size=1e-4)
+"""The ladders' defaults without ``exact``: :class:`LLCSettings` with the step 1e-4 (with
+``exact``, :data:`~bayes_attn.inference.llc.EXACT_SETTINGS`)."""
+
+
+def _ladder_settings(settings, exact: bool, changes: dict, where: str) -> LLCSettings:
+    """The ladder's settings: ``settings`` (default :data:`LADDER_SETTINGS`, or
+    :data:`~bayes_attn.inference.llc.EXACT_SETTINGS` with ``exact``) with ``changes``."""
+    if settings is None:
+        settings = EXACT_SETTINGS if exact else LADDER_SETTINGS
+    return with_changes(settings, LLCSettings, changes, where=where)
 
 
 def llc_free_energy(
-    model,
-    w_star,
-    *,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    nbeta: float | None = None,
-    gamma: float = LLCSettings.gamma,
-    include_prior: bool = False,
-    n: int | None = None,
-    num_nodes: int = 8,
-    scale: float | None = None,
-    exact: bool = False,
-    log_z0: float | None = None,
-    burnin: int = 0,
-    seed: int | None = None,
-    key=None,
-    progress: bool = False,
-    **options,
-) -> xr.Dataset:
+    model, w_star, *, model_args: tuple = (), model_kwargs: dict | None = None,
+    n: int | None = None, settings: LLCSettings | None = None, num_nodes: int = 8,
+    scale: float | None = None, exact: bool = False, log_z0: float | None = None,
+    burnin: int = 0, seed: int | None = None, key=None, progress: bool = False, **changes,
+) -> xr.Dataset:  # fmt: skip
     """The localized free energy at ``w_star`` by thermodynamic integration of the LLC over the
     temperature (docs/theory.md §11, "The free energy from the LLC").
 
@@ -149,10 +145,12 @@ def llc_free_energy(
 
     The integral runs over u = log(1 + t / scale) by Gauss-Legendre with ``num_nodes`` nodes
     (λ̂(t)(1 + scale/t) is bounded and smooth in u: for a quadratic direction of curvature
-    scale it is 1/2), every node one :func:`~bayes_attn.inference.llc.run_llc` (``options``:
-    sampler, chains, draws, burn-in, step size; ``step_size`` may be a function of t, since the
-    target's curvature grows from γ to nβ H + γ along the ladder) or, with ``exact``,
-    :func:`~bayes_attn.inference.llc.exact_frozen_llc`, from its own key. The same integral with
+    scale it is 1/2), every node one :func:`~bayes_attn.inference.llc.run_llc` or, with
+    ``exact``, :func:`~bayes_attn.inference.llc.exact_frozen_llc`, from its own key, at
+    ``settings, **changes`` (the fields of :class:`~bayes_attn.inference.llc_settings.LLCSettings`:
+    the target's nβ, γ and prior, and the sampler's; default :data:`LADDER_SETTINGS`, or
+    :data:`~bayes_attn.inference.llc.EXACT_SETTINGS` with ``exact``); ``step_size`` may be a
+    function of t, since the target's curvature grows from γ to nβ H + γ along the ladder. The same integral with
     ``num_nodes // 2`` nodes (more runs) checks the quadrature. ``scale`` defaults to γ (1 when
     γ = 0). F(0) = -log Z(0): -(D/2) log(2π/γ) without the prior (D the flat dimension); with
     the prior it is the user's ``log_z0`` (NaN when not given). ``progress`` logs each node's
@@ -166,13 +164,11 @@ def llc_free_energy(
     for linear attention) at the nodes.
     """
     num_nodes = check_int("num_nodes", num_nodes, 2)
-    model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
-    base = _base_target(model, w_star, model_args, model_kwargs, nbeta, gamma, include_prior, n,
-                        exact)  # fmt: skip
+    s = _ladder_settings(settings, exact, changes, "llc_free_energy")
+    base, run_one = _ladder(model, w_star, model_args, model_kwargs, n, exact, "nbeta", s)
+    gamma, include_prior = base.gamma, base.include_prior
     scale = (gamma if gamma > 0 else 1.0) if scale is None else check_positive("scale", scale)
     rng = resolve_key(key, seed)[0]
-    run_one = _node_runner(model, w_star, model_args, model_kwargs, exact, base.n, "nbeta",
-                           {"gamma": gamma, "include_prior": include_prior}, options)  # fmt: skip
 
     rule = _ti_ladder(
         run_one, base.nbeta, scale, num_nodes, jax.random.fold_in(rng, 0), burnin, progress
@@ -227,23 +223,11 @@ def _gamma_ladder(run_one, gamma, scale, m, key, progress):
 
 
 def localization_free_energy(
-    model,
-    w_star,
-    *,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    nbeta: float | None = None,
-    gamma: float = LLCSettings.gamma,
-    include_prior: bool = False,
-    n: int | None = None,
-    num_nodes: int = 4,
-    scale: float | None = None,
-    exact: bool = False,
-    seed: int | None = None,
-    key=None,
-    progress: bool = False,
-    **options,
-) -> xr.Dataset:
+    model, w_star, *, model_args: tuple = (), model_kwargs: dict | None = None,
+    n: int | None = None, settings: LLCSettings | None = None, num_nodes: int = 4,
+    scale: float | None = None, exact: bool = False, seed: int | None = None, key=None,
+    progress: bool = False, **changes,
+) -> xr.Dataset:  # fmt: skip
     """F(γ) - F(0) at fixed nβ: the free energy the localization adds, by thermodynamic
     integration over γ (docs/theory.md §11, "Taking the localization away").
 
@@ -254,9 +238,9 @@ def localization_free_energy(
     by Gauss-Legendre on [0, γ] with ``num_nodes`` nodes (and ``num_nodes // 2`` as the check),
     or, with ``scale``, in u = log(1 + g/scale) (a direction held by a precision p has integrand
     ½/(p + g), constant in u when scale = p: pass the prior's precision when γ is above it),
-    each node one :func:`~bayes_attn.inference.llc.run_llc` (``options``) or, with ``exact``,
+    each node one :func:`~bayes_attn.inference.llc.run_llc` or, with ``exact``,
     :func:`~bayes_attn.inference.llc.exact_frozen_llc` (|w - w*|² in the span, the readout's part
-    integrated), from its own key. F(0) is the free energy without localization: the target at
+    integrated), from its own key, at ``settings, **changes`` (as in :func:`llc_free_energy`). F(0) is the free energy without localization: the target at
     γ = 0 must be proper (the prior, or a loss that holds every direction). Added to
     :func:`llc_free_energy`'s F(nβ) at γ it gives the unlocalized F(nβ); where the γ = 0 target
     has several basins, each node's chains stay in the basin they start in (w*'s) only while the
@@ -270,15 +254,12 @@ def localization_free_energy(
     max at the nodes, as in :func:`llc_free_energy`.
     """
     num_nodes = check_int("num_nodes", num_nodes, 2)
-    model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
-    gamma = check_positive("gamma", gamma)
-    base = _base_target(model, w_star, model_args, model_kwargs, nbeta, gamma, include_prior, n,
-                        exact)  # fmt: skip
+    s = _ladder_settings(settings, exact, changes, "localization_free_energy")
+    gamma = check_positive("gamma", s.gamma)
+    base, run_one = _ladder(model, w_star, model_args, model_kwargs, n, exact, "gamma", s)
     if scale is not None:
         scale = check_positive("scale", scale)
     rng = resolve_key(key, seed)[0]
-    run_one = _node_runner(model, w_star, model_args, model_kwargs, exact, base.n, "gamma",
-                           {"nbeta": base.nbeta, "include_prior": include_prior}, options)  # fmt: skip
 
     def ladder(m, k):
         return _gamma_ladder(run_one, gamma, scale, m, k, progress)
@@ -295,5 +276,5 @@ def localization_free_energy(
         coords={"g": ("node", g), "g_half": ("node_half", g_half)},
         attrs={"kind": "localization free energy", "gamma": gamma,
                "scale": math.nan if scale is None else scale,
-               "include_prior": int(include_prior), "exact": int(exact)},
+               "include_prior": int(base.include_prior), "exact": int(exact)},
     )  # fmt: skip

@@ -343,18 +343,10 @@ def competitor_point(cfg, pt, task, hyper):
     return result
 
 
+#: the variables a ``tokens`` sweep writes whose meaning here differs from the one table,
+#: :data:`bayes_attn.experiments.kinds.DESCRIPTIONS` (which describes the rest)
 DESCRIPTIONS = {
-    "pstar": ("sequences", "softmax: the Level-1 MAP's equal-action P; linear: its second-order P"),
-    "lo": ("sequences", "the largest P evaluated below P* (the bracket's lower end)"),
-    "hi": ("sequences", "the smallest P evaluated above P* (the bracket's upper end)"),
-    "aG_lo": ("1", "aG of the global Level-1 MAP at the bracket's lower end"),
-    "aG_hi": ("1", "aG of the global Level-1 MAP at the bracket's upper end"),
-    "evals": ("1", "number of P at which the Level-1 MAPs were computed"),
     "action": ("nats / chi", "the Level-1 action at the minimum reached from the start"),
-    "q": ("1", "aG (softmax) or Z2-folded cG (linear) of the minimum reached from the start"),
-    "copy_weight": ("1", "mean attention on the previous position (the copy route)"),
-    "self_weight": ("1", "mean attention on the current position (the token-only route)"),
     "train_loss": ("1", "train loss per token of the minimum, the readout profiled out"),
-    "loss_token_only": ("1", "exact expected loss of the best predictor from the current token"),
     "loss_unigram": ("1", "exact expected loss of the stationary law (no token seen)"),
 }

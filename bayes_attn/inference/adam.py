@@ -25,7 +25,13 @@ import optax
 import xarray as xr
 
 from bayes_attn._deprecation import renamed
-from bayes_attn._validation import check_activation, check_int, check_positive, check_tokens
+from bayes_attn._validation import (
+    check_activation,
+    check_int,
+    check_positive,
+    check_tokens,
+    with_changes,
+)
 from bayes_attn.inference.adam_nets import AdamNetwork, adam_network
 from bayes_attn.inference.adam_optim import (
     DECAYS,
@@ -191,16 +197,9 @@ class AdamSettings:
 
 
 def adam_settings(settings: AdamSettings | None = None, **changes) -> AdamSettings:
-    """``settings`` (default :class:`AdamSettings`) with ``changes``, which must name its fields."""
-    settings = AdamSettings() if settings is None else settings
-    known = {f.name for f in dataclasses.fields(AdamSettings)}
-    unknown = sorted(set(changes) - known)
-    if unknown:
-        raise TypeError(
-            f"unknown Adam settings {unknown}; the settings (train_adam's keywords) are the "
-            f"fields of AdamSettings: {sorted(known)}"
-        )
-    return dataclasses.replace(settings, **changes) if changes else settings
+    """``settings`` (default :class:`AdamSettings`) with ``changes``, which must name its fields
+    (:func:`~bayes_attn._validation.with_changes`)."""
+    return with_changes(settings, AdamSettings, changes, where="train_adam")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -286,16 +285,12 @@ def train_adam(
         held-out set shared by all members.
     init : dict, optional
         Starting parameters with a leading member axis (default: a prior draw per member).
-    settings : AdamSettings, optional
-        How to train (learning rate and its schedule, steps, early stopping, minibatch, chunk,
-        held-out size, which weights train); default :class:`AdamSettings`, the one home of the
-        defaults.
-    **changes
-        Fields of :class:`AdamSettings` by name (``lr=1e-2, max_steps=300``, ...). This is the one
-        way to set them: ``settings`` (or the defaults) with these keywords overriding its fields,
-        as a sampler's keywords override its settings dataclass's defaults
-        (``train_adam(..., settings=s, lr=1e-3)`` is ``settings=dataclasses.replace(s,
-        lr=1e-3)``). A name that is not a field raises ``TypeError`` listing the fields.
+    settings, **changes
+        The fields of :class:`AdamSettings` (its docstring lists them; how to train: the
+        learning rate and its schedule, steps, early stopping, minibatch, chunk, held-out size,
+        which weights train), ``settings`` (default ``AdamSettings()``) with the keywords
+        replacing its fields (:func:`adam_settings`). An unknown keyword is a TypeError naming
+        it.
     return_params : bool
         Also store the final parameters (dims ``member`` plus the weight's own).
     devices : sequence of jax.Device, optional

@@ -85,7 +85,7 @@ def _one_layer(task, hyper, activation: str) -> AdamNetwork:
             "token_residual": "token_residual",
         },
         patterns=("A_bar",),
-        dims=_one_layer_dims,
+        dims=_ONE_LAYER_DIMS.__getitem__,
         model="network_model",
         attrs={},
     )
@@ -114,15 +114,15 @@ def _one_layer_observables(params, frozen, tokens, test_tokens, *, hyper, activa
     }
 
 
-def _one_layer_dims(name: str) -> tuple[str, ...]:
-    return {
-        "W_emb": ("hidden", "token"),
-        "p": ("hidden", "position"),
-        "W_O": ("token", "hidden"),
-        "W_G": ("hidden", "hidden_k"),
-        "W_Q": ("hidden_q", "hidden"),
-        "W_K": ("hidden_q", "hidden_k"),
-    }[name]
+#: the dims of the embeddings, which both networks share (a weight's dims: ``AdamNetwork.dims``)
+_EMBEDDING_DIMS = {"W_emb": ("hidden", "token"), "p": ("hidden", "position")}
+_ONE_LAYER_DIMS = {
+    **_EMBEDDING_DIMS,
+    "W_O": ("token", "hidden"),
+    "W_G": ("hidden", "hidden_k"),
+    "W_Q": ("hidden_q", "hidden"),
+    "W_K": ("hidden_q", "hidden_k"),
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def _two_layers(task, hyper, activation: str, test_tokens) -> AdamNetwork:
         ),
         series={k: k for k in TWO_LAYER_SERIES},
         patterns=("A1_bar", "A2_bar"),
-        dims=_two_layer_dims,
+        dims=_TWO_LAYER_DIMS.__getitem__,
         model="two_layer_network_model",
         attrs={**refs, "layers": 2},
     )
@@ -200,11 +200,9 @@ def _two_layer_observables(params, frozen, tokens, test_tokens, *, task, hyper, 
     return out
 
 
-def _two_layer_dims(name: str) -> tuple[str, ...]:
-    return {
-        "W_emb": ("hidden", "token"),
-        "p": ("hidden", "position"),
-        "W_G1": ("hidden", "hidden_k"),
-        "W_G2": ("stream", "stream_k"),
-        "W_O": ("token", "readout"),
-    }[name]
+_TWO_LAYER_DIMS = {
+    **_EMBEDDING_DIMS,
+    "W_G1": ("hidden", "hidden_k"),
+    "W_G2": ("stream", "stream_k"),
+    "W_O": ("token", "readout"),
+}

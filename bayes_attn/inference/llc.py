@@ -59,7 +59,7 @@ import xarray as xr
 
 from bayes_attn import _arviz as az
 from bayes_attn._deprecation import renamed
-from bayes_attn._validation import check_int
+from bayes_attn._validation import with_changes
 from bayes_attn.inference import llc_checkpoint as ckpt
 from bayes_attn.inference.convert import finish
 from bayes_attn.inference.llc_frozen import frozen_llc_target
@@ -82,6 +82,7 @@ from bayes_attn.progress import bar as make_bar
 __all__ = [
     "BURNIN_RELAXATIONS",
     "COMMAND_SETTINGS",
+    "EXACT_SETTINGS",
     "LLC_SAMPLERS",
     "STEP_FRACTION",
     "LLCSettings",
@@ -109,71 +110,29 @@ adapted diagonal one, which reaches any width: the dense Laplace metric (``metri
 passes there too, but its |w - w*| mixed worse per draw (and λ̂ better), and it is for at most
 :data:`~bayes_attn.inference.llc_nuts.LAPLACE_MAX_DIM` weights."""
 
-_S = LLCSettings()
+EXACT_SETTINGS = LLCSettings(sampler="nuts", num_draws=1000, num_burnin=500, init_noise=1e-3)
+""":func:`exact_frozen_llc`'s defaults: NUTS (its window adaptation, 500 warm-up steps), 4 x 1000
+draws, the chains started 1e-3 from w*."""
 
 
 def run_llc(
-    model,
-    w_star,
-    *,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    sampler: str = _S.sampler,
-    num_chains: int = _S.num_chains,
-    num_draws: int = _S.num_draws,
-    num_burnin: int | str = _S.num_burnin,
-    thinning: int = _S.thinning,
-    step_size: float | str = _S.step_size,
-    nbeta: float | None = _S.nbeta,
-    gamma: float = _S.gamma,
-    include_prior: bool = _S.include_prior,
-    n: int | None = None,
-    init_noise: float | None = _S.init_noise,
-    rmsprop: tuple[float, float] = _S.rmsprop,
-    metric: str = _S.metric,
-    seed: int | None = None,
-    key=None,
-    progress: bool = False,
-    progress_bar: bool | None = None,
-    checkpoint=None,
-):
+    model, w_star, *, model_args: tuple = (), model_kwargs: dict | None = None,
+    n: int | None = None, settings: LLCSettings | None = None, seed: int | None = None, key=None,
+    progress: bool = False, progress_bar: bool | None = None, checkpoint=None, **changes,
+):  # fmt: skip
     """Sample the localized tempered target of :func:`~bayes_attn.inference.llc_target.llc_target`
-    around ``w_star``. The defaults are :class:`LLCSettings`'s.
+    around ``w_star``.
 
     Parameters
     ----------
-    sampler : {"sgld", "rmsprop", "mala", "nuts", "smc"}
-        Module docstring. ``"smc"``: tempered SMC from the base up to nβ
-        (:func:`bayes_attn.inference.llc_smc.run_llc_smc`, with ``num_chains`` independent runs
-        of ``num_draws`` particles; the burn-in, thinning, step and start options do not apply).
-    step_size : float or "auto"
-        ε of the Langevin samplers. ``"auto"`` (default): 0.1 / h_max, h_max the largest
-        curvature of the target at w* (:func:`~bayes_attn.inference.llc_target.llc_step_size`), so that the step follows the
-        model's scale (the fixed 1e-4 of earlier versions diverges on the Table-1 network at
-        d = 256). NUTS adapts its own step; for it ε only sets the default ``init_noise``, and
-        ``"auto"`` stands for 1e-4 there. A chain whose state stops being finite or blows up
-        raises :class:`~bayes_attn._validation.SamplerDiverged` (one line: the step, ε).
-    num_chains, num_draws, num_burnin, thinning : int
-        Chains (vectorised); draws kept (each ``thinning`` steps); steps discarded first.
-        ``num_burnin="auto"``: :data:`~bayes_attn.inference.llc_target.BURNIN_RELAXATIONS` / (εγ) for the Langevin samplers, five
-        relaxation times of the directions that γ alone holds (the chains start at w*, and
-        those directions relax slowest: docs/validation.md, "λ̂ against P at Table 1"); 0
-        without localization; 500 for NUTS (its window adaptation, as :func:`exact_frozen_llc`),
-        :data:`~bayes_attn.inference.llc_nuts.LAPLACE_WARMUP` in the Laplace metric (the step
-        alone to adapt).
-    nbeta, gamma, include_prior, n
+    n : int, optional
         As in :func:`~bayes_attn.inference.llc_target.llc_target`.
-    init_noise : float, optional
-        Each chain starts at w* + init_noise ξ, ξ ~ N(0, I) (so that R-hat across chains means
-        something); default √(2ε), one step's noise. 0 starts every chain at w* (devinterp).
-    rmsprop : (alpha, delta)
-        RMSProp's decay and its δ (``sampler="rmsprop"``).
-    metric : {"adapt", "laplace"}
-        NUTS's metric (``sampler="nuts"``): ``"adapt"``, a diagonal one learnt in the window
-        adaptation; ``"laplace"``, the dense inverse Hessian of the target at w* (for at most
-        :data:`~bayes_attn.inference.llc_nuts.LAPLACE_MAX_DIM` dimensions), the warm-up then
-        adapting the step alone. Where the target is stiff (the frozen-embedding network at
-        Table 1) the Laplace metric mixes in far fewer gradients.
+    settings, **changes
+        The fields of :class:`LLCSettings` (its docstring lists them with their defaults: the
+        sampler, chains, draws, burn-in, thinning, step, the target's nβ, γ and prior, the
+        chains' start, RMSProp's and NUTS's options): ``run_llc(model, w, num_draws=500)`` is
+        ``run_llc(model, w, settings=LLCSettings(num_draws=500))``. An unknown keyword raises
+        ``TypeError`` naming it.
     seed, key
         Either (seed 0 when neither is given).
     progress : bool
@@ -196,17 +155,15 @@ def run_llc(
         the attrs (sampler ``llc``, the LLC sampler as ``llc_sampler``).
     """
     progress = renamed("progress_bar", progress_bar, "progress", progress)
-    s = LLCSettings(sampler, num_chains, num_draws, num_burnin, thinning, step_size, nbeta, gamma,
-                    include_prior, init_noise, rmsprop, metric).checked()  # fmt: skip
+    s = with_changes(settings, LLCSettings, changes, where="run_llc").checked()
     if s.sampler == "smc":
         return _run_smc(model, w_star, s, model_args, model_kwargs, n, seed, key, progress,
                         checkpoint)  # fmt: skip
     rng, seed, key_attrs = resolve_key(key, seed)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     target = llc_target(
-        model, w_star, model_args=model_args, model_kwargs=model_kwargs, nbeta=s.nbeta,
-        gamma=s.gamma, include_prior=s.include_prior, n=n,
-    )  # fmt: skip
+        model, w_star, model_args=model_args, model_kwargs=model_kwargs, n=n, settings=s
+    )
     eps, burnin = llc_schedule(target, s.sampler, s.step_size, s.num_burnin)
     laplace = ("laplace",) if s.sampler == "nuts" and s.metric == "laplace" else ()
     burnin = LAPLACE_WARMUP if laplace and s.num_burnin == "auto" else burnin  # the step alone
@@ -254,9 +211,8 @@ def _run_smc(model, w_star, s, model_args, model_kwargs, n, seed, key, progress,
     if checkpoint is not None:
         raise ValueError("checkpoint: the SMC sampler keeps none (NUTS and Langevin runs do)")
     return run_llc_smc(
-        model, w_star, model_args=model_args, model_kwargs=model_kwargs, nbeta=s.nbeta,
-        gamma=s.gamma, include_prior=s.include_prior, n=n, num_particles=s.num_draws,
-        num_runs=s.num_chains, seed=seed, key=key, progress=progress,
+        model, w_star, model_args=model_args, model_kwargs=model_kwargs, n=n, settings=s,
+        num_particles=s.num_draws, num_runs=s.num_chains, seed=seed, key=key, progress=progress,
     )  # fmt: skip
 
 
@@ -290,24 +246,10 @@ def _result(target, record, loss, dist, acc, step_size, model, model_args, model
 
 
 def exact_frozen_llc(
-    model,
-    w_star: dict,
-    *,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    num_chains: int = 4,
-    num_draws: int = 1000,
-    num_burnin: int = 500,
-    nbeta: float | None = None,
-    gamma: float = _S.gamma,
-    include_prior: bool = False,
-    init_noise: float = 1e-3,
-    seed: int | None = None,
-    key=None,
-    progress: bool = False,
-    progress_bar: bool | None = None,
-    checkpoint=None,
-):
+    model, w_star: dict, *, model_args: tuple = (), model_kwargs: dict | None = None,
+    settings: LLCSettings | None = None, seed: int | None = None, key=None,
+    progress: bool = False, progress_bar: bool | None = None, checkpoint=None, **changes,
+):  # fmt: skip
     """The LLC of the frozen-embedding network by NUTS on :func:`frozen_llc_target` (M~, W_O
     integrated out): the ground truth for :func:`run_llc` on the explicit network at the same
     nβ and γ, at any width. The result has :func:`run_llc`'s form (``loss`` is E[L_n | M~],
@@ -315,17 +257,21 @@ def exact_frozen_llc(
     integrated: (|M~ - M~*|² + E[|W_O - W_O*|² | M~])^½; ``acceptance`` NUTS's), so
     :func:`bayes_attn.analysis.llc.llc_estimate` reads it; the record says ``llc_sampler``
     ``exact-nuts``. ``checkpoint`` (a path) keeps the state and the draws every 30 s of steps,
-    so that a rerun with the same arguments resumes (as :func:`run_llc`'s)."""
+    so that a rerun with the same arguments resumes (as :func:`run_llc`'s). ``settings,
+    **changes``: the fields of :class:`LLCSettings` (default :data:`EXACT_SETTINGS`), of which
+    it reads the target's, ``num_chains``, ``num_draws``, ``num_burnin`` (``"auto"``: 500) and
+    ``init_noise`` (None: 1e-3)."""
     progress = renamed("progress_bar", progress_bar, "progress", progress)
-    num_chains = check_int("num_chains", num_chains, 1)
-    num_draws = check_int("num_draws", num_draws, 1)
-    num_burnin = check_int("num_burnin", num_burnin, 0)
+    s = EXACT_SETTINGS if settings is None else settings
+    s = with_changes(s, LLCSettings, changes, where="exact_frozen_llc").checked()
+    num_chains, num_draws = s.num_chains, s.num_draws
+    num_burnin = llc_schedule(None, "nuts", 1.0, s.num_burnin)[1]
+    init_noise = EXACT_SETTINGS.init_noise if s.init_noise is None else s.init_noise
     rng, seed, key_attrs = resolve_key(key, seed)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     target = frozen_llc_target(
-        model, w_star, model_args=model_args, model_kwargs=model_kwargs, nbeta=nbeta,
-        gamma=gamma, include_prior=include_prior,
-    )  # fmt: skip
+        model, w_star, model_args=model_args, model_kwargs=model_kwargs, settings=s
+    )
     k_init, k_run = jax.random.split(rng)
     x0 = target.x_star + init_noise * jax.random.normal(k_init, (num_chains, target.x_star.size))
     keeper = ckpt.Keeper(checkpoint, ("exact-nuts", target, x0, k_run, num_burnin, num_draws))
@@ -338,7 +284,7 @@ def exact_frozen_llc(
         "llc", seed, num_chains, num_burnin, num_draws, 1,
         settings={
             "llc_sampler": "exact-nuts", "nbeta": target.nbeta, "gamma": target.gamma,
-            "include_prior": include_prior, "n": target.n, "init_noise": init_noise, **key_attrs,
+            "include_prior": s.include_prior, "n": target.n, "init_noise": init_noise, **key_attrs,
         },
     )  # fmt: skip
     return _result(

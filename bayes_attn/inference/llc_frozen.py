@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_positive
+from bayes_attn._validation import with_changes
 from bayes_attn.inference.llc_settings import LLCSettings
 from bayes_attn.inference.llc_target import LLCTarget, default_nbeta
 from bayes_attn.models.levels import order_parameters
@@ -127,15 +127,9 @@ def _frozen_parts(k: _Frozen):
 
 
 def frozen_llc_target(
-    model,
-    w_star: dict,
-    *,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    nbeta: float | None = None,
-    gamma: float = LLCSettings.gamma,
-    include_prior: bool = False,
-) -> LLCTarget:
+    model, w_star: dict, *, model_args: tuple = (), model_kwargs: dict | None = None,
+    n: int | None = None, settings: LLCSettings | None = None, **changes,
+) -> LLCTarget:  # fmt: skip
     """:func:`~bayes_attn.inference.llc_target.llc_target` of the frozen-embedding network, W_O integrated out in closed form.
 
     Over the whitened gate M~ = U^T W_G U ((V+L)^2 numbers, :func:`bayes_attn.algebra.span_basis`)
@@ -147,17 +141,21 @@ def frozen_llc_target(
     B = Φ~^T y of the whitened design Φ~ = Φ R; c_M = γ, c_w = γ/d, m = M~* (with the prior:
     c_M = γ + χ/ḡ_W, c_w = γ/d + χ/ḡ_O, m = γ M~*/c_M). Its ``loss`` is E[L_n | M~], the readout
     integrated exactly (|y - Φ~ μ|^2 + V tr(Λ^-1 G) in the fit term), so the mean of ``loss``
-    under p is E_p[L_n] of the full network target. ``w_star`` holds the network's W_G and W_O.
+    under p is E_p[L_n] of the full network target. ``w_star`` holds the network's W_G and W_O;
+    ``n`` is P (another is refused); ``settings, **changes`` are the fields of
+    :class:`~bayes_attn.inference.llc_settings.LLCSettings`, of which the target reads ``nbeta``,
+    ``gamma`` and ``include_prior`` (as :func:`~bayes_attn.inference.llc_target.llc_target`).
     """
+    s = with_changes(settings, LLCSettings, changes, where="frozen_llc_target").target_checked()
+    gamma, include_prior = s.gamma, s.include_prior
     task, hyper, tokens, activation, (W_emb, pos) = _frozen_args(model, model_args, model_kwargs)
     P, n_f, V = int(tokens.shape[0]), task.n_features, task.V
     d = int(np.shape(W_emb)[0])
     if d < n_f:
         raise ValueError(f"d_model: the exact LLC needs d >= V + L = {n_f}, got {d}")
-    nbeta = default_nbeta(P) if nbeta is None else check_positive("nbeta", nbeta)
-    gamma = float(gamma)
-    if not (math.isfinite(gamma) and gamma >= 0):
-        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    if n is not None and n != P:
+        raise ValueError(f"n: the frozen target's number of examples is P = {P}, got {n!r}")
+    nbeta = default_nbeta(P) if s.nbeta is None else s.nbeta
     _check_w_star(w_star, d, V)
     R = algebra.gram_factor(algebra.embedding_gram(W_emb, pos), n_f)
     U = algebra.span_basis(W_emb, pos)

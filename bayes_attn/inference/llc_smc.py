@@ -46,12 +46,12 @@ from jax.flatten_util import ravel_pytree
 
 from bayes_attn import _arviz as az
 from bayes_attn._deprecation import renamed
-from bayes_attn._validation import check_int
+from bayes_attn._validation import with_changes
 from bayes_attn.inference import llc as _llc
 from bayes_attn.inference import potential, smc_evidence, smc_kernel
 from bayes_attn.inference import smc as _smc
 from bayes_attn.inference.llc_frozen import frozen_llc_target
-from bayes_attn.inference.llc_settings import LLCSettings
+from bayes_attn.inference.llc_settings import TARGET_FIELDS, LLCSettings
 from bayes_attn.inference.llc_target import LLCTarget, llc_target
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.keys import resolve_key
@@ -60,6 +60,7 @@ __all__ = [
     "DEFAULT_MIXING",
     "DEFAULT_RUNS",
     "FROZEN_BATCH",
+    "LLC_SMC",
     "genealogy_variance",
     "llc_runs_agreement",
     "llc_smc_problems",
@@ -78,6 +79,10 @@ DEFAULT_MIXING = 0.2
 #: particle).
 FROZEN_BATCH = 16
 _ALPHA = 1e-3  # level of the runs' agreement test
+LLC_SMC = _smc.SMCSettings(num_runs=DEFAULT_RUNS, mixing_target=DEFAULT_MIXING)
+""":func:`run_llc_smc`'s SMC defaults: :class:`~bayes_attn.inference.smc.SMCSettings` with
+:data:`DEFAULT_RUNS` runs and :data:`DEFAULT_MIXING` (``batch_size``: :data:`FROZEN_BATCH` with
+``frozen``, unless given; None is the default too)."""
 
 
 def _split(target: LLCTarget, model, model_args, model_kwargs):
@@ -193,48 +198,35 @@ def llc_smc_problems(attrs) -> list[str]:
 
 
 def run_llc_smc(
-    model,
-    w_star,
-    *,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    nbeta: float | None = None,
-    gamma: float = LLCSettings.gamma,
-    include_prior: bool = False,
-    n: int | None = None,
-    frozen: bool = False,
-    num_particles: int = 1000,
-    num_runs: int = DEFAULT_RUNS,
-    num_mcmc_steps: int = 2,
-    max_mcmc_steps: int = 200,
-    mixing_target: float = DEFAULT_MIXING,
-    target_ess: float = 0.9,
-    kernel: str = "auto",
-    num_integration_steps: int = 8,
-    batch_size: int | None = None,
-    max_tempering_steps: int = 1000,
-    seed: int | None = None,
-    key=None,
-    progress: bool = False,
-    progress_bar: bool | None = None,
-):
+    model, w_star, *, model_args: tuple = (), model_kwargs: dict | None = None,
+    n: int | None = None, frozen: bool = False, settings: LLCSettings | None = None,
+    smc_settings: _smc.SMCSettings | None = None, seed: int | None = None, key=None,
+    progress: bool = False, progress_bar: bool | None = None, **changes,
+):  # fmt: skip
     """The LLC around ``w_star`` by tempered SMC from the base up to nβ (module docstring).
 
     Parameters
     ----------
-    nbeta, gamma, include_prior, n
+    n : int, optional
         As in :func:`bayes_attn.inference.llc_target.llc_target`.
+    settings : LLCSettings, optional
+        The target's options: ``nbeta``, ``gamma``, ``include_prior`` (the
+        :data:`~bayes_attn.inference.llc_settings.TARGET_FIELDS` of
+        :class:`~bayes_attn.inference.llc_settings.LLCSettings`; its sampler's are not read).
+    smc_settings : SMCSettings, optional
+        The SMC's options (:class:`bayes_attn.inference.smc.SMCSettings`), default
+        :data:`LLC_SMC`: ``num_runs`` :data:`DEFAULT_RUNS`, ``mixing_target`` 0.2
+        (:data:`DEFAULT_MIXING`) and ``batch_size`` :data:`FROZEN_BATCH` with ``frozen``.
+    **changes
+        Fields of either: the target's go to ``settings``, the others to ``smc_settings``
+        (``num_particles``, ``num_runs``, ``num_mcmc_steps``, ``max_mcmc_steps``,
+        ``mixing_target``, ``target_ess``, ``kernel``, ``num_integration_steps``,
+        ``batch_size``, ``max_tempering_steps``, ...); an unknown keyword raises ``TypeError``.
     frozen : bool
         Sample :func:`~bayes_attn.inference.llc_frozen.frozen_llc_target` (the frozen-embedding network,
         W_O integrated out) instead: the SMC counterpart of ``exact_frozen_llc``. Its particles
         go through ``lax.map`` :data:`FROZEN_BATCH` at a time, and HMC's first step is its
         ceiling π/(2L) (docs/validation.md, "The Table-1 check").
-    num_particles, num_runs
-        Particles per run (also the draws per run) and independent runs (the error bar).
-    num_mcmc_steps, max_mcmc_steps, mixing_target, target_ess, kernel, num_integration_steps,
-    batch_size, max_tempering_steps
-        :func:`bayes_attn.inference.run_smc`'s (``mixing_target`` 0.2 here, :data:`DEFAULT_MIXING`;
-        ``batch_size`` None: :data:`FROZEN_BATCH` with ``frozen``, else 0, one vmap).
     progress : bool
         Announce the cost and show the progress (``progress_bar``, its old name, still works and
         warns).
@@ -255,19 +247,17 @@ def run_llc_smc(
     """
     t0 = time.perf_counter()
     progress = renamed("progress_bar", progress_bar, "progress", progress)
+    own = {k: changes.pop(k) for k in TARGET_FIELDS if k in changes}
+    llc_s = with_changes(settings, LLCSettings, own, where="run_llc_smc")
+    if changes.get("batch_size") is None and (smc_settings is None or "batch_size" in changes):
+        changes["batch_size"] = FROZEN_BATCH if frozen else 0  # None: the default
+    s = LLC_SMC if smc_settings is None else smc_settings
+    s = with_changes(s, _smc.SMCSettings, changes, where="run_llc_smc").checked()
     rng, seed, key_attrs = resolve_key(key, seed)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     target = (frozen_llc_target if frozen else llc_target)(
-        model, w_star, model_args=model_args, model_kwargs=model_kwargs, nbeta=nbeta,
-        gamma=gamma, include_prior=include_prior, **({} if frozen else {"n": n}),
-    )  # fmt: skip
-    s = _smc.SMCSettings(
-        num_particles=num_particles, num_runs=check_int("num_runs", num_runs, 1),
-        num_mcmc_steps=num_mcmc_steps, max_mcmc_steps=max_mcmc_steps,
-        mixing_target=mixing_target, target_ess=target_ess, kernel=kernel,
-        num_integration_steps=num_integration_steps, max_tempering_steps=max_tempering_steps,
-        batch_size=(FROZEN_BATCH if frozen else 0) if batch_size is None else batch_size,
-    ).checked()  # fmt: skip
+        model, w_star, model_args=model_args, model_kwargs=model_kwargs, n=n, settings=llc_s
+    )
     split, log_z_base, exact_path, ref_name = _split(target, model, model_args, model_kwargs)
     s, done = _run(split, int(target.x_star.size), rng, s, progress, first_step_at_cap=frozen)
     loss, dist, eve, llc_runs, run_var = _estimates(target, done, s)
@@ -275,7 +265,7 @@ def run_llc_smc(
     acc = np.broadcast_to(np.asarray(done.last.acceptance_rate)[:, None], loss.shape)
     record = RunRecord("llc", seed, s.num_runs, 0, s.num_particles, 1, settings={
         "llc_sampler": "smc", "nbeta": target.nbeta, "gamma": target.gamma,
-        "include_prior": bool(include_prior), "n": target.n, "frozen": int(frozen), **key_attrs,
+        "include_prior": target.include_prior, "n": target.n, "frozen": int(frozen), **key_attrs,
     })  # fmt: skip
     idata = _llc._result(target, record, loss, dist, acc, math.nan, model, model_args, model_kwargs)
     attrs = {

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
 
-from bayes_attn._validation import check_int, check_positive
+from bayes_attn._validation import check_int, check_positive, with_changes
 from bayes_attn.inference.llc_settings import LLCSettings
 from bayes_attn.inference.potential import Potential, flat_potential, full_plates
 
@@ -139,16 +139,9 @@ def _x_star(pot: Potential, w_star):
 
 
 def llc_target(
-    model,
-    w_star,
-    *,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    nbeta: float | None = None,
-    gamma: float = LLCSettings.gamma,
-    include_prior: bool = False,
-    n: int | None = None,
-) -> LLCTarget:
+    model, w_star, *, model_args: tuple = (), model_kwargs: dict | None = None,
+    n: int | None = None, settings: LLCSettings | None = None, **changes,
+) -> LLCTarget:  # fmt: skip
     """The localized tempered target around ``w_star`` (module docstring).
 
     Parameters
@@ -156,21 +149,19 @@ def llc_target(
     w_star : dict or array
         Constrained values of every latent site (a trained network, a MAP, a draw), or the flat
         unconstrained vector.
-    nbeta : float, optional
-        nβ; default n / log n.
-    gamma : float
-        The localization strength γ >= 0 (0: none; then the loss or the prior must confine).
-    include_prior : bool
-        Multiply the target by the model's prior (default: localization only, as devinterp).
     n : int, optional
         The number of examples; default the plates around the observed sites (P for the
         network). A model whose likelihood is a plate-less ``numpyro.factor`` needs it.
+    settings, **changes
+        The fields of :class:`~bayes_attn.inference.llc_settings.LLCSettings` (its docstring
+        lists them with their defaults); the target reads ``nbeta`` (nβ, default n / log n),
+        ``gamma`` (the localization strength γ >= 0; 0: none, then the loss or the prior must
+        confine) and ``include_prior`` (multiply by the model's prior; default localization
+        only, as devinterp).
     """
-    model_args = tuple(model_args)
-    model_kwargs = dict(model_kwargs or {})
-    gamma = float(gamma)
-    if not (math.isfinite(gamma) and gamma >= 0):
-        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    s = with_changes(settings, LLCSettings, changes, where="llc_target").target_checked()
+    model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
+    gamma, include_prior = s.gamma, s.include_prior
     full = flat_potential(full_plates(model), model_args, model_kwargs)
     if n is None:
         n = full.num_examples()
@@ -179,7 +170,7 @@ def llc_target(
                 "n: the model's likelihood is in no plate; give the number of examples"
             )
     n = check_int("n", n, 1)
-    nbeta = default_nbeta(n) if nbeta is None else check_positive("nbeta", nbeta)
+    nbeta = default_nbeta(n) if s.nbeta is None else s.nbeta
     x_star = _x_star(full, w_star)
     subsampled = _subsampled(model, model_args, model_kwargs)
     batch_pot = flat_potential(model, model_args, model_kwargs) if subsampled else full

@@ -44,10 +44,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_attn import _arviz as az
-from bayes_attn._deprecation import renamed
 from bayes_attn._validation import check_int
 from bayes_attn.inference import hmc
-from bayes_attn.inference._call import model_call
+from bayes_attn.inference._call import sampler_call
 from bayes_attn.inference.convert import from_unconstrained
 from bayes_attn.inference.hmc import GRADIENTS_PER_DRAW, laplace_metric
 from bayes_attn.inference.potential import find_mode, flat_potential, uniform_init
@@ -60,23 +59,33 @@ __all__ = ["GRADIENTS_PER_DRAW", "METRICS", "LaplaceStart", "NUTSSettings", "ann
 
 METRICS = ("adapt", "laplace")
 
+#: draws per compiled chunk between the progress bar's updates (the driver's, not an option: every
+#: transition has its own key, so the draws do not depend on it)
+CHUNK = 250
+
 
 @dataclasses.dataclass(frozen=True)
 class NUTSSettings:
-    """The defaults of :func:`run_nuts`, its one home (the CLI and the sweep read them here).
+    """:func:`run_nuts`'s options and their defaults, their one home (the CLI and the sweep read
+    them here); :meth:`checked` checks them, each error naming its field.
 
     Attributes
     ----------
-    num_chains, num_warmup, num_samples : int
-        Chains (vectorised), warm-up transitions and kept draws per chain.
+    num_chains : int
+        Chains, vectorised (default 4).
+    num_warmup : int
+        Warm-up transitions per chain (default 1000).
+    num_samples : int
+        Kept draws per chain (default 1000).
     target_accept : float
-        The acceptance the step adapts towards (dual averaging).
+        The acceptance the step adapts towards, in (0, 1) (dual averaging; default 0.8).
     metric : {"adapt", "laplace"}
-        The mass matrix (module docstring).
-    progress : bool
-        The cost announced first and the progress bar.
-    chunk : int
-        Draws per compiled chunk between the bar's updates (the draws do not depend on it).
+        The mass matrix (module docstring; default ``"adapt"``). ``"adapt"``: an adapted
+        diagonal mass matrix per chain (Stan's windowed warm-up). ``"laplace"``: a dense inverse
+        mass matrix, the Laplace covariance at the mode found from :func:`run_nuts`' ``start``
+        (for Level 1 and the frozen-embedding networks: fewer gradients per draw, and a short
+        warm-up since there is no metric to learn); the chains start at draws of the Laplace
+        approximation unless ``init_params`` is given.
     """
 
     num_chains: int = 4
@@ -84,8 +93,16 @@ class NUTSSettings:
     num_samples: int = 1000
     target_accept: float = 0.8
     metric: str = "adapt"
-    progress: bool = True
-    chunk: int = 250
+
+    def checked(self) -> NUTSSettings:
+        """Every option checked before any work starts (the counts as ints)."""
+        counts = {"num_chains": 1, "num_warmup": 0, "num_samples": 1}
+        counts = {name: check_int(name, getattr(self, name), low) for name, low in counts.items()}
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {METRICS}, got {self.metric!r}")
+        if not 0.0 < float(self.target_accept) < 1.0:
+            raise ValueError(f"target_accept must be in (0, 1), got {self.target_accept}")
+        return dataclasses.replace(self, **counts)
 
 
 class LaplaceStart(NamedTuple):
@@ -294,37 +311,13 @@ def _sample_stats(lp, stats, step) -> dict:
     }
 
 
-def _check(num_chains, num_warmup, num_samples, metric, start, target_accept):
-    num_chains = check_int("num_chains", num_chains, 1)
-    num_warmup = check_int("num_warmup", num_warmup, 0)
-    num_samples = check_int("num_samples", num_samples, 1)
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    if start is not None and metric != "laplace":
-        raise ValueError("start: only used with metric='laplace'")
-    if not 0.0 < float(target_accept) < 1.0:
-        raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
-    return num_chains, num_warmup, num_samples
-
-
 def run_nuts(
-    model,
-    *args,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    num_chains: int = NUTSSettings.num_chains,
-    num_warmup: int = NUTSSettings.num_warmup,
-    num_samples: int = NUTSSettings.num_samples,
-    seed: int | None = None,
-    key=None,
-    progress: bool = NUTSSettings.progress,
-    target_accept: float = NUTSSettings.target_accept,
-    init_params: dict | None = None,
-    metric: str = NUTSSettings.metric,
-    start: dict | None = None,
-    progress_bar: bool | None = None,
-    **kwargs,
-) -> az.InferenceData:
+    model, *args, model_args: tuple = (), model_kwargs: dict | None = None,
+    settings: NUTSSettings | None = None,
+    seed: int | None = None, key=None, progress: bool = True,
+    init_params: dict | None = None, start: dict | None = None,
+    progress_bar: bool | None = None, **changes,
+) -> az.InferenceData:  # fmt: skip
     """Sample ``model(*model_args, **model_kwargs)`` with NUTS (BlackJAX), chains vectorised.
 
     Parameters
@@ -334,25 +327,19 @@ def run_nuts(
     model_args, model_kwargs : tuple, dict
         The model's arguments, apart from the sampler's options. (The old form
         ``run_nuts(model, *model_args, ..., **model_kwargs)`` still works and warns.)
-    num_chains, num_warmup, num_samples : int
-        Defaults: :class:`NUTSSettings`.
+    settings, **changes
+        The fields of :class:`NUTSSettings` (its docstring lists them with their defaults):
+        ``num_chains``, ``num_warmup``, ``num_samples``, ``target_accept``, ``metric``. An
+        unknown keyword is a TypeError naming it.
     seed, key : int or jax PRNG key
         Either (seed 0 when neither is given).
     progress : bool
         The cost announced before the run starts, and a progress bar. (``progress_bar=`` is the
         old name: it still works and warns.)
-    target_accept : float
-        The acceptance the step adapts towards.
     init_params : dict, optional
         Starting values of every latent site in the constrained space (the sites' own values),
         with a leading chain axis when ``num_chains > 1`` (for example to start chains in
         different phases). Default: NumPyro's, uniform in [-2, 2] in the unconstrained space.
-    metric : {"adapt", "laplace"}
-        ``"adapt"``: an adapted diagonal mass matrix per chain (Stan's windowed warm-up).
-        ``"laplace"``: a dense inverse mass matrix, the Laplace covariance at the mode found from
-        ``start`` (module docstring; for Level 1 and the frozen-embedding networks: fewer
-        gradients per draw, and a short warm-up since there is no metric to learn); the chains
-        start at draws of the Laplace approximation unless ``init_params`` is given.
     start : dict, optional
         With ``metric="laplace"``: constrained values of the latent sites in the basin of the
         mode (default: the first chain's ``init_params``, else NumPyro's initial value).
@@ -366,23 +353,25 @@ def run_nuts(
         dataset) and ``attrs``: the run's record (:mod:`bayes_attn.inference.record`: sampler,
         seed, chains, warm-up, draws, level, model options, versions; ``metric``).
     """
-    progress = renamed("progress_bar", progress_bar, "progress", progress)
-    model_args, model_kwargs = model_call("run_nuts", args, kwargs, model_args, model_kwargs)
-    num_chains, num_warmup, num_samples = _check(
-        num_chains, num_warmup, num_samples, metric, start, target_accept
-    )
+    s, model_args, model_kwargs, progress = sampler_call(
+        "run_nuts", NUTSSettings, settings, changes, args, model_args, model_kwargs, progress,
+        progress_bar,
+    )  # fmt: skip
+    if start is not None and s.metric != "laplace":
+        raise ValueError("start: only used with metric='laplace'")
     rng, seed, key_attrs = resolve_key(key, seed)
     pot = flat_potential(model, model_args, model_kwargs)
+    chains, warmup, draws = s.num_chains, s.num_warmup, s.num_samples
     if progress:
-        announce_cost(pot, metric, num_chains, num_warmup, num_samples)
+        announce_cost(pot, s.metric, chains, warmup, draws)
     k_start, k_warmup, k_draws = jax.random.split(rng, 3)
-    x0, inv_mass, found = _starts(pot, k_start, init_params, num_chains, metric, start, progress)
-    settings = {"target_accept": target_accept, "init_given": init_params is not None,
-                **key_attrs, "metric": metric, **found}  # fmt: skip
-    with bar(num_chains * (num_warmup + num_samples), "run_nuts", progress) as shown:
-        warm = _warmup(pot, k_warmup, x0, inv_mass, num_warmup, target_accept)
-        shown.update(num_chains * num_warmup)
-        x, lp, stats = _draws(pot, k_draws, warm, num_samples, NUTSSettings.chunk, shown)
-    record = RunRecord("nuts", seed, num_chains, num_warmup, num_samples, settings=settings)
+    x0, inv_mass, found = _starts(pot, k_start, init_params, chains, s.metric, start, progress)
+    record = {"target_accept": s.target_accept, "init_given": init_params is not None,
+              **key_attrs, "metric": s.metric, **found}  # fmt: skip
+    with bar(chains * (warmup + draws), "run_nuts", progress) as shown:
+        warm = _warmup(pot, k_warmup, x0, inv_mass, warmup, s.target_accept)
+        shown.update(chains * warmup)
+        x, lp, stats = _draws(pot, k_draws, warm, draws, CHUNK, shown)
+    record = RunRecord("nuts", seed, chains, warmup, draws, settings=record)
     stats = _sample_stats(lp, stats, warm[1])
     return from_unconstrained(pot, x, stats, record, model, model_args, model_kwargs)

@@ -50,9 +50,8 @@ from numpyro.infer.util import (
 from numpyro.util import is_prng_key, not_jax_tracer
 
 from bayes_attn import _arviz as az
-from bayes_attn._deprecation import renamed
 from bayes_attn._validation import SamplerDiverged, check_int, check_positive
-from bayes_attn.inference._call import model_call
+from bayes_attn.inference._call import sampler_call
 from bayes_attn.inference.convert import from_draws
 from bayes_attn.inference.potential import full_plates
 from bayes_attn.inference.record import RunRecord, tokens_of
@@ -71,35 +70,52 @@ above its start (D the unconstrained dimension): in equilibrium it sits O(D T) a
 
 @dataclasses.dataclass(frozen=True)
 class SGLDSettings:
-    """:func:`run_sgld`'s options and their defaults (the one place they are set).
-
-    The fields are :func:`run_sgld`'s keyword arguments of the same names, whose defaults come
-    from here; the CLI's options and the ``sgld`` sweep's ``DEFAULTS`` read them.
+    """:func:`run_sgld`'s options and their defaults (the one place they are set; the CLI's
+    options and the ``sgld`` sweep's ``DEFAULTS`` read them); :meth:`checked` checks the counts
+    and ``dtype``, :class:`SGLD` the step, the temperature and ``noise_dtype``.
 
     Attributes
     ----------
-    num_chains, num_warmup, num_samples, thinning : int
-        Chains (vectorised), discarded warm-up steps, kept steps before thinning, thinning.
-    step_size : float
-        The constant step size (a schedule is passed to :func:`run_sgld` directly).
+    num_chains : int
+        Chains, vectorised (default 4).
+    num_warmup : int
+        Discarded warm-up steps, no adaptation (default 1000).
+    num_samples : int
+        Steps after the warm-up (default 1000), at least ``thinning``.
+    step_size : float or callable
+        A constant step size (default 1e-4), or a schedule ``t -> eps_t`` (:class:`SGLD`).
     temperature : float
+        T >= 0 (default 1); the chains target exp(-U / T).
+    thinning : int
+        Every ``thinning``-th step after the warm-up is kept (default 1).
     dtype : {"float64", "float32"}
+        float32 runs the whole run with JAX's 64-bit mode off (about twice as fast on CPU, for
+        work where float64 is not needed; the theory's comparisons need float64). Default
+        ``"float64"``.
     fused, noise_dtype : bool, {None, "float32"}
-        Faster steps with the same stationary law, off by default (:class:`SGLD`).
+        Faster steps with the same stationary law (:class:`SGLD`), off by default: the defaults
+        keep the draws equal to NumPyro ``MCMC``'s to the bit.
     """
 
     num_chains: int = 4
     num_warmup: int = 1000
     num_samples: int = 1000
-    step_size: float = 1e-4
+    step_size: StepSize = 1e-4
     temperature: float = 1.0
     thinning: int = 1
     dtype: str = "float64"
     fused: bool = False
     noise_dtype: str | None = None
 
-
-_DEFAULT = SGLDSettings()
+    def checked(self) -> SGLDSettings:
+        """The counts (as ints) and ``dtype`` checked before any work starts."""
+        thinning = check_int("thinning", self.thinning, 1)
+        counts = dict(num_chains=check_int("num_chains", self.num_chains, 1),
+                      num_warmup=check_int("num_warmup", self.num_warmup, 0), thinning=thinning,
+                      num_samples=check_int("num_samples", self.num_samples, thinning))  # fmt: skip
+        if self.dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
+        return dataclasses.replace(self, **counts)
 
 
 class SGLDState(NamedTuple):
@@ -472,26 +488,11 @@ def _postprocess(kernel: SGLD, z, model_args, model_kwargs) -> dict:
 
 
 def run_sgld(
-    model,
-    *args,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    num_chains: int = _DEFAULT.num_chains,
-    num_warmup: int = _DEFAULT.num_warmup,
-    num_samples: int = _DEFAULT.num_samples,
-    step_size: StepSize = _DEFAULT.step_size,
-    temperature: float = _DEFAULT.temperature,
-    seed: int | None = None,
-    key=None,
-    thinning: int = _DEFAULT.thinning,
-    progress: bool = True,
-    init_params: dict | None = None,
-    dtype: str = _DEFAULT.dtype,
-    fused: bool = _DEFAULT.fused,
-    noise_dtype: str | None = _DEFAULT.noise_dtype,
-    progress_bar: bool | None = None,
-    **kwargs,
-) -> az.InferenceData:
+    model, *args, model_args: tuple = (), model_kwargs: dict | None = None,
+    settings: SGLDSettings | None = None,
+    seed: int | None = None, key=None, progress: bool = True,
+    init_params: dict | None = None, progress_bar: bool | None = None, **changes,
+) -> az.InferenceData:  # fmt: skip
     """Sample ``model(*model_args, **model_kwargs)`` with :class:`SGLD`, chains vectorised.
 
     The chains step as NumPyro's ``MCMC`` would step them (the same keys and updates, so the
@@ -505,25 +506,19 @@ def run_sgld(
         A NumPyro model, e.g. :func:`bayes_attn.models.network_model` with ``batch_size`` set.
     model_args, model_kwargs : tuple, dict
         The model's arguments, apart from the sampler's options (the old positional form warns).
-    num_chains, num_warmup, num_samples, thinning : int
-        Warm-up steps are discarded (no adaptation); every ``thinning``-th later step is kept.
+    settings, **changes
+        The fields of :class:`SGLDSettings` (its docstring lists them with their defaults):
+        ``num_chains``, ``num_warmup``, ``num_samples``, ``step_size``, ``temperature``,
+        ``thinning``, ``dtype``, ``fused``, ``noise_dtype``. An unknown keyword is a TypeError
+        naming it.
     seed, key : int or jax PRNG key
         Either (seed 0 when neither is given).
-    step_size : float or callable
-        Constant step size or schedule, see :class:`SGLD`.
-    temperature : float
     init_params : dict, optional
         Constrained starting values per site (e.g. an Adam solution), with a leading chain axis
         when ``num_chains > 1``.
     progress : bool
         One progress bar over the steps (:func:`bayes_attn.progress.bar`); ``progress_bar`` is
-        its old name (deprecated). The defaults of the other options are :class:`SGLDSettings`'.
-    dtype : {"float64", "float32"}
-        float32 runs the whole run with JAX's 64-bit mode off (about twice as fast on CPU, for
-        work where float64 is not needed; the theory's comparisons need float64).
-    fused, noise_dtype : bool, {None, "float32"}
-        Faster steps with the same stationary law (:class:`SGLD`); the defaults keep the draws
-        equal to NumPyro ``MCMC``'s to the bit.
+        its old name (deprecated).
 
     Returns
     -------
@@ -534,39 +529,37 @@ def run_sgld(
         ``lp`` is its negative), ``grad_norm`` and ``step_size``; and ``log_likelihood`` over every
         data point (dim ``sequence`` for a token dataset), when the model has observed sites.
     """
-    progress = renamed("progress_bar", progress_bar, "progress", progress)
-    model_args, model_kwargs = model_call("run_sgld", args, kwargs, model_args, model_kwargs)
+    s, model_args, model_kwargs, progress = sampler_call(
+        "run_sgld", SGLDSettings, settings, changes, args, model_args, model_kwargs, progress,
+        progress_bar,
+    )  # fmt: skip
     rng, seed, key_attrs = resolve_key(key, seed)
-    num_chains = check_int("num_chains", num_chains, 1)
-    num_warmup = check_int("num_warmup", num_warmup, 0)
-    thinning = check_int("thinning", thinning, 1)
-    num_samples = check_int("num_samples", num_samples, thinning)
-    if dtype not in ("float64", "float32"):
-        raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-    kernel = SGLD(model, step_size, temperature, fused=fused, noise_dtype=noise_dtype)
-    with jax.enable_x64(dtype == "float64"), warnings.catch_warnings():
+    kernel = SGLD(model, s.step_size, s.temperature, fused=s.fused, noise_dtype=s.noise_dtype)
+    with jax.enable_x64(s.dtype == "float64"), warnings.catch_warnings():
         # float32: the model's float64 constants and arguments are truncated, as asked
         warnings.filterwarnings("ignore", "Explicitly requested dtype float64", UserWarning)
         kept = _drive(
-            kernel, rng, num_chains, num_warmup, num_samples, thinning, init_params,
+            kernel, rng, s.num_chains, s.num_warmup, s.num_samples, s.thinning, init_params,
             model_args, model_kwargs, progress,
         )  # fmt: skip
-        z, potential, grad_norm, eps = (_by_chain(a, num_chains) for a in kept)
+        z, potential, grad_norm, eps = (_by_chain(a, s.num_chains) for a in kept)
         samples = _postprocess(kernel, z, model_args, model_kwargs)
         tokens = tokens_of(model, model_args, model_kwargs)
         dims = None if tokens is None else {"y": ["sequence"]}
         loglik = _log_likelihood(kernel.model, samples, model_args, model_kwargs, dims)
+    step_size = s.step_size
     settings = {
         "step_size": step_size if isinstance(step_size, int | float) else f"schedule {step_size!r}",
-        "temperature": temperature,
+        "temperature": s.temperature,
         "init_given": init_params is not None,
-        **({"dtype": dtype} if dtype != "float64" else {}),
-        **({"fused": True} if fused else {}),
-        **({"noise_dtype": noise_dtype} if noise_dtype else {}),
+        **({"dtype": s.dtype} if s.dtype != "float64" else {}),
+        **({"fused": True} if s.fused else {}),
+        **({"noise_dtype": s.noise_dtype} if s.noise_dtype else {}),
         **key_attrs,
     }
-    draws = num_samples // thinning
-    record = RunRecord("sgld", seed, num_chains, num_warmup, draws, thinning, settings=settings)
+    draws = s.num_samples // s.thinning
+    record = RunRecord("sgld", seed, s.num_chains, s.num_warmup, draws, s.thinning,
+                       settings=settings)  # fmt: skip
     stats = {"grad_norm": grad_norm, "step_size": eps, "potential_energy": np.asarray(potential)}
     return _result(model, model_args, model_kwargs, samples, stats, record, loglik)
 

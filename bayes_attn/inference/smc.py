@@ -110,10 +110,9 @@ from numpyro.infer.util import constrain_fn
 
 from bayes_attn import _arviz as az
 from bayes_attn import _deprecation
-from bayes_attn._deprecation import renamed
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.inference import potential, smc_checkpoint, smc_evidence, smc_kernel
-from bayes_attn.inference._call import model_call
+from bayes_attn.inference._call import sampler_call
 from bayes_attn.inference.convert import from_draws
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.inference.smc_checkpoint import REJUVENATED, TEMPERING, Saved
@@ -154,9 +153,52 @@ _DENSE_PARTICLES_PER_DIM = 10  # HMC: dense metric when num_particles >= 10 d
 class SMCSettings:
     """:func:`run_smc`'s sampler options and their defaults (the one place they are set).
 
-    The fields are :func:`run_smc`'s keyword arguments of the same names; :meth:`checked` checks
-    them, each error naming its parameter, and :meth:`for_dimension` resolves ``kernel="auto"``
-    and ``dense`` (HMC's dense metric) for the model's unconstrained dimension.
+    :meth:`checked` checks them, each error naming its field, and :meth:`for_dimension` resolves
+    ``kernel="auto"`` and ``dense`` (HMC's dense metric) for the model's unconstrained dimension.
+
+    Attributes
+    ----------
+    num_particles : int
+        Particles per run (>= 2; default 1000); also the number of draws per run.
+    num_runs : int
+        Independent runs in one call (>= 1; default 4), vectorised; their spread gives the
+        standard error of the log evidence (module docstring, "Runs and error bars").
+    num_mcmc_steps : int
+        The fewest MCMC moves per particle per tempering step (default 2; it used to be the
+        fixed number, and the default was 10).
+    max_mcmc_steps : int
+        The most moves per tempering step (>= ``num_mcmc_steps``; default 200).
+    mixing_target : float
+        In [0, 1) (default 0.05): moves stop once the mixing statistic (the particles'
+        correlation with their start, :mod:`~bayes_attn.inference.smc_kernel`) is at most this.
+        Lower is stricter and costs more moves.
+    target_ess : float
+        In (0, 1) (default 0.9): each lambda increment keeps this fraction of effective
+        particles. Higher means finer tempering steps (more of them) and a less biased evidence.
+    kernel : {"auto", "rwm", "hmc"}
+        The move (:mod:`~bayes_attn.inference.smc_kernel`). ``"auto"`` (the default): RWM up to
+        10 unconstrained dimensions, else HMC.
+    num_integration_steps : int
+        Leapfrog steps per HMC move (default 8).
+    reference_loc, reference_scale : float
+        The Normal reference in unconstrained space for latent sites with an improper base
+        (defaults 0 and 10).
+    batch_size : int
+        Particles, not sequences. 0 (the default): ``vmap`` over all particles and runs; > 0:
+        ``jax.lax.map`` over batches of this many particles, and over the runs one at a time
+        (bounds memory for the Level-0/1 models).
+    max_tempering_steps : int
+        Give up (RuntimeError) after this many tempering steps in any run (default 1000; it was
+        ``max_steps``, which is deprecated: in :func:`~bayes_attn.inference.train_adam` that
+        name counts optimiser steps).
+    min_lineages : int, optional
+        Warn when a run's draws descend from fewer initial particles than this (default None:
+        ``min(20, ceil(num_particles / 100))``).
+    evidence_tolerance : float
+        Nats of disagreement between runs that the agreement test allows on top of the runs' own
+        errors (default 0.1; :mod:`~bayes_attn.inference.smc_evidence`).
+    dense : bool
+        HMC's dense metric: not an option, :meth:`for_dimension` sets it.
     """
 
     num_particles: int = 1000
@@ -215,8 +257,6 @@ class SMCSettings:
             del o[name]
         return o
 
-
-_DEFAULT = SMCSettings()
 
 # the driver's pieces under the names inference.llc_smc calls them by (now in smc_progress)
 _announce, _Progress = announce_cost, Progress
@@ -411,15 +451,18 @@ def _store(path, model, model_args, model_kwargs, split, unravel, dim, rng, s: S
     return smc_checkpoint.Checkpoint(path, fingerprint)
 
 
-def _legacy_max_steps(kwargs: dict, max_tempering_steps):
-    if "max_steps" not in kwargs:
-        return max_tempering_steps
+def _legacy_max_steps(changes: dict) -> dict:
+    """``changes`` with the deprecated ``max_steps`` (which wins, as it did) renamed."""
+    if "max_steps" not in changes:
+        return changes
     warnings.warn(
         "run_smc(max_steps=...) is deprecated: use max_tempering_steps",
         DeprecationWarning,
         stacklevel=3,
     )
-    return kwargs.pop("max_steps")
+    changes = dict(changes)
+    changes["max_tempering_steps"] = changes.pop("max_steps")
+    return changes
 
 
 def _check_full_likelihood(model_kwargs: dict) -> None:
@@ -431,31 +474,11 @@ def _check_full_likelihood(model_kwargs: dict) -> None:
 
 
 def run_smc(
-    model,
-    *args,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    num_particles: int = _DEFAULT.num_particles,
-    num_runs: int = _DEFAULT.num_runs,
-    num_mcmc_steps: int = _DEFAULT.num_mcmc_steps,
-    max_mcmc_steps: int = _DEFAULT.max_mcmc_steps,
-    mixing_target: float = _DEFAULT.mixing_target,
-    target_ess: float = _DEFAULT.target_ess,
-    seed: int | None = None,
-    key=None,
-    kernel: str = _DEFAULT.kernel,
-    num_integration_steps: int = _DEFAULT.num_integration_steps,
-    reference_loc: float = _DEFAULT.reference_loc,
-    reference_scale: float = _DEFAULT.reference_scale,
-    batch_size: int = _DEFAULT.batch_size,
-    max_tempering_steps: int = _DEFAULT.max_tempering_steps,
-    min_lineages: int | None = _DEFAULT.min_lineages,
-    evidence_tolerance: float = _DEFAULT.evidence_tolerance,
-    progress: bool = False,
-    checkpoint=None,
-    progress_bar: bool | None = None,
-    **kwargs,
-) -> az.InferenceData:
+    model, *args, model_args: tuple = (), model_kwargs: dict | None = None,
+    settings: SMCSettings | None = None,
+    seed: int | None = None, key=None, progress: bool = False, checkpoint=None,
+    progress_bar: bool | None = None, **changes,
+) -> az.InferenceData:  # fmt: skip
     """Sample ``model(*model_args, **model_kwargs)`` by adaptive tempered SMC and estimate its evidence.
 
     Parameters
@@ -463,50 +486,19 @@ def run_smc(
     model : callable
         A NumPyro model, e.g. :func:`bayes_attn.models.order_param_model`. Minibatched likelihoods
         (``network_model(..., batch_size=...)``) are refused: SMC needs the exact density.
-    num_particles : int
-        Particles per run (>= 2); also the number of draws per run.
-    num_runs : int
-        Independent runs in this call (>= 1), vectorised; their spread gives the standard error
-        of the log evidence (module docstring, "Runs and error bars").
-    num_mcmc_steps : int
-        The fewest MCMC moves per particle per tempering step (it used to be the fixed number;
-        the default was 10).
-    max_mcmc_steps : int
-        The most moves per tempering step (>= ``num_mcmc_steps``).
-    mixing_target : float
-        In [0, 1): moves stop once the mixing statistic (the particles' correlation with their
-        start, :mod:`~bayes_attn.inference.smc_kernel`) is at most this. Lower is stricter and
-        costs more moves.
-    target_ess : float
-        In (0, 1): each lambda increment keeps this fraction of effective particles. Higher means
-        finer tempering steps (more of them) and a less biased evidence.
     model_args, model_kwargs : tuple, dict
         The model's arguments, apart from the sampler's options (the old positional form warns).
         A minibatched likelihood (``model_kwargs={"batch_size": ...}`` for ``network_model``) is
         refused.
+    settings, **changes
+        The fields of :class:`SMCSettings` (its docstring lists them with their defaults):
+        ``num_particles``, ``num_runs``, ``num_mcmc_steps``, ``max_mcmc_steps``,
+        ``mixing_target``, ``target_ess``, ``kernel``, ``num_integration_steps``,
+        ``reference_loc``, ``reference_scale``, ``batch_size``, ``max_tempering_steps``,
+        ``min_lineages``, ``evidence_tolerance`` (``max_steps`` is the deprecated name of
+        ``max_tempering_steps``). An unknown keyword is a TypeError naming it.
     seed, key : int or jax PRNG key
         Either (seed 0 when neither is given); run r uses the r-th split of the key.
-    kernel : {"auto", "rwm", "hmc"}
-        The move (:mod:`~bayes_attn.inference.smc_kernel`). ``"auto"``: RWM up to 10
-        unconstrained dimensions, else HMC.
-    num_integration_steps : int
-        Leapfrog steps per HMC move.
-    reference_loc, reference_scale : float
-        The Normal reference in unconstrained space for latent sites with an improper base.
-    batch_size : int
-        Particles, not sequences. 0: ``vmap`` over all particles and runs; > 0: ``jax.lax.map``
-        over batches of this many particles, and over the runs one at a time (bounds memory for
-        the Level-0/1 models).
-    max_tempering_steps : int
-        Give up (RuntimeError) after this many tempering steps in any run (it was ``max_steps``,
-        which is deprecated: in :func:`~bayes_attn.inference.train_adam` that name counts
-        optimiser steps).
-    min_lineages : int, optional
-        Warn when a run's draws descend from fewer initial particles than this (default
-        ``min(20, ceil(num_particles / 100))``).
-    evidence_tolerance : float
-        Nats of disagreement between runs that the agreement test allows on top of the runs' own
-        errors (:mod:`~bayes_attn.inference.smc_evidence`).
     progress : bool
         Announce the cost, show one progress bar (tqdm, stderr) advancing with lambda, announce
         the rejuvenation at lambda = 1 with its cost and report when it ends (logger
@@ -551,15 +543,13 @@ def run_smc(
     SMCWarning
         When a run's lineages collapse or the runs disagree (:func:`smc_problems`).
     """
-    progress = renamed("progress_bar", progress_bar, "progress", progress)
-    max_tempering_steps = _legacy_max_steps(kwargs, max_tempering_steps)
-    model_args, model_kwargs = model_call("run_smc", args, kwargs, model_args, model_kwargs)
+    s, model_args, model_kwargs, progress = sampler_call(
+        "run_smc", SMCSettings, settings, _legacy_max_steps(changes), args, model_args,
+        model_kwargs, progress, progress_bar,
+    )  # fmt: skip
+    if "dense" in changes:
+        raise TypeError("run_smc: dense is not an option (SMCSettings.for_dimension sets it)")
     rng, seed, key_attrs = resolve_key(key, seed)
-    s = SMCSettings(
-        num_particles, num_runs, num_mcmc_steps, max_mcmc_steps, mixing_target, target_ess,
-        kernel, num_integration_steps, reference_loc, reference_scale, batch_size,
-        max_tempering_steps, min_lineages, evidence_tolerance,
-    ).checked()  # fmt: skip
     _check_full_likelihood(model_kwargs)
     path = smc_checkpoint.check_path(checkpoint)
     t_start = time.perf_counter()

@@ -72,7 +72,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_attn import _arviz as az
-from bayes_attn._validation import check_int
+from bayes_attn._validation import check_int, with_changes
 from bayes_attn.distributed import process_share
 from bayes_attn.inference import potential
 from bayes_attn.inference.convert import finish
@@ -113,7 +113,37 @@ class UmbrellaSettings:
 
     ``UmbrellaSettings()`` holds :func:`run_umbrella`'s own defaults; :meth:`for_level` the
     landscape's at a level, which ``bayes-attn landscape`` and the ``landscape`` sweep read.
-    The fields are :func:`run_umbrella`'s keyword arguments of the same names.
+    :meth:`checked` checks them, each error naming its field.
+
+    Attributes
+    ----------
+    num_warmup, num_samples, num_chains : int
+        Per window: dual-averaging steps, draws kept, and chains (R-hat needs two or more).
+        Defaults 200, 500, 2.
+    max_windows : int
+        The default placement's most windows (default 48).
+    refine : int
+        Rounds of refinement (default 1): windows added where neighbours overlap less than
+        ``min_overlap``.
+    min_overlap : float
+        In [0, 1) (default 0.1): the least common area of two neighbours' histograms of q
+        (:func:`~bayes_attn.inference.umbrella_windows.overlap`) that refinement accepts.
+    past : float
+        The default placement's reach past the outer modes, in Laplace sds (default 4).
+    target_accept : float
+        The dual averaging's target acceptance (default 0.8).
+    batch : int
+        Chains vectorised together (``jax.vmap``); the batches run one after another. 0 (the
+        default) vectorises the windows' chains together, up to
+        :data:`~bayes_attn.inference.umbrella_windows.CALL_WINDOWS` windows a call, best for a
+        cheap density; 1 runs them one by one, best on a CPU for Level 1, whose gradient does
+        not vectorise well. Also the Hessian-vector products per batch of each window's metric
+        (30 for 0).
+    metric : {"window", "mode"}
+        Each window's dense NUTS metric, the inverse Hessian of its biased potential at its
+        start (``"window"``, the default: a Hessian per window), or the nearest mode's Hessian
+        plus the bias term ``kappa g g'`` (``"mode"``: two Hessians in all; for a costly density
+        in many dimensions, such as Level 1's 900).
     """
 
     num_warmup: int = 200
@@ -164,18 +194,11 @@ class UmbrellaSettings:
         return UmbrellaSettings(**o)
 
 
-def umbrella_settings(settings: UmbrellaSettings | None = None, **overrides) -> UmbrellaSettings:
-    """``settings`` (default :class:`UmbrellaSettings`) with ``overrides``, which must name its
-    fields (:func:`run_umbrella`'s keywords ``num_warmup``, ``num_samples``, ...), checked."""
-    settings = UmbrellaSettings() if settings is None else settings
-    if not isinstance(settings, UmbrellaSettings):
-        raise TypeError(f"settings must be an UmbrellaSettings, got {type(settings).__name__}")
-    known = {f.name for f in dataclasses.fields(UmbrellaSettings)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise TypeError(f"run_umbrella: unknown option(s) {unknown}; the sampler's options are "
-                        f"the fields of UmbrellaSettings: {sorted(known)}")  # fmt: skip
-    return dataclasses.replace(settings, **overrides).checked()
+def umbrella_settings(settings: UmbrellaSettings | None = None, **changes) -> UmbrellaSettings:
+    """``settings`` (default :class:`UmbrellaSettings`) with ``changes``, which must name its
+    fields (:func:`run_umbrella`'s keywords ``num_warmup``, ``num_samples``, ...), checked
+    (:func:`~bayes_attn._validation.with_changes`)."""
+    return with_changes(settings, UmbrellaSettings, changes, where="run_umbrella").checked()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -183,24 +206,11 @@ def umbrella_settings(settings: UmbrellaSettings | None = None, **overrides) -> 
 
 
 def run_umbrella(
-    model,
-    cv: str,
-    *,
-    model_args: tuple = (),
-    model_kwargs: dict | None = None,
-    settings: UmbrellaSettings | None = None,
-    starts=None,
-    centres=None,
-    kappa=None,
-    seed: int | None = None,
-    key=None,
-    mesh=None,
-    windows=None,
-    share: tuple[int, int] | None = None,
-    checkpoint=None,
-    progress: bool = False,
-    **overrides,
-):
+    model, cv: str, *, model_args: tuple = (), model_kwargs: dict | None = None,
+    settings: UmbrellaSettings | None = None, starts=None, centres=None, kappa=None,
+    seed: int | None = None, key=None, mesh=None, windows=None,
+    share: tuple[int, int] | None = None, checkpoint=None, progress: bool = False, **changes,
+):  # fmt: skip
     """Umbrella sampling of ``model``'s posterior along its scalar site ``cv``.
 
     Parameters
@@ -211,10 +221,10 @@ def run_umbrella(
         A scalar latent or deterministic site (``aG``, ``cG``, ``a1``, ``c1``, ...).
     model_args, model_kwargs : tuple, dict
         The model's arguments.
-    settings : UmbrellaSettings, optional
-        The sampler's options (default ``UmbrellaSettings()``; the landscape's per level:
-        :meth:`UmbrellaSettings.for_level`). Each may also be given as a keyword (``**overrides``,
-        below), which replaces the field of ``settings``.
+    settings, **changes
+        The fields of :class:`UmbrellaSettings` (its docstring lists them with their defaults;
+        the landscape's per level: :meth:`UmbrellaSettings.for_level`). An unknown keyword is a
+        TypeError naming it.
     starts : sequence of dict, optional
         Constrained values of every latent site, one inside each phase; the modes found from
         them place the default windows. Default: for the package's softmax models a start in
@@ -247,27 +257,6 @@ def run_umbrella(
     progress : bool
         Announce the cost before starting, say each stage on stderr, and after each compiled
         call the time left, from the gradients per draw measured so far.
-    **overrides
-        The fields of :class:`UmbrellaSettings` as keywords:
-
-        - ``num_warmup``, ``num_samples``, ``num_chains`` (int): per window, dual-averaging
-          steps, draws kept, and chains (R-hat needs two or more).
-        - ``target_accept`` (float): the dual averaging's target acceptance.
-        - ``refine`` (int): rounds of refinement, windows added where neighbours overlap less
-          than ``min_overlap`` (the common area of their histograms of q, :func:`overlap`).
-        - ``past``, ``max_windows``: the default placement's reach past the outer modes
-          (Laplace sds) and its most windows.
-        - ``batch`` (int): chains vectorised together (``jax.vmap``); the batches run one after
-          another. 0 (the default) vectorises the windows' chains together, up to
-          :data:`~bayes_attn.inference.umbrella_windows.CALL_WINDOWS` windows a call, best for
-          a cheap density; 1 runs them one by one, best on a CPU for Level 1, whose gradient
-          does not vectorise well. Also the Hessian-vector products per batch of each window's
-          metric (30 for 0).
-        - ``metric`` (``"window"`` or ``"mode"``): each window's dense NUTS metric, the inverse
-          Hessian of its biased potential at its start (``"window"``: a Hessian per window), or
-          the nearest mode's Hessian plus the bias term ``kappa g g'`` (``"mode"``: two
-          Hessians in all; for a costly density in many dimensions, such as Level 1's 900).
-
     Warns
     -----
     CoverageWarning
@@ -286,7 +275,7 @@ def run_umbrella(
         model's options, versions) and ``cv``. The windows are sorted by centre.
         :func:`bayes_attn.analysis.free_energy_profile` turns it into F(q).
     """
-    s = umbrella_settings(settings, **overrides)
+    s = umbrella_settings(settings, **changes)
     windows, share = _check_share(windows, share, s.refine)
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     rng, seed, key_attrs = resolve_key(key, seed)
