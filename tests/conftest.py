@@ -34,3 +34,58 @@ def paper():
     import bayes_attn as ba
 
     return ba.CopyTask.paper(), ba.Hyper.paper()
+
+
+# --------------------------------------------------------------------------------------------------
+# Sampler runs shared by the tests that only read a result (issue 44: the default suite's time is
+# mostly compiling; one run here replaces one compiled program per test). Each is built on first use
+# in a worker and kept for the session: read them, never modify them (copy first). The model's
+# arguments (P, the activation, the tokens), the chains and the warm-up length are constants of the
+# compiled program: a run that differs in any of them compiles again (~9-14 s of CPU for a reduced
+# NUTS run; the same program again costs ~2.7 s, the seed is not part of it). A test that needs a
+# sampler's result but not particular values takes these runs, or these settings.
+
+
+@pytest.fixture(scope="session")
+def reduced_nuts():
+    """NUTS on the reduced model (Table 1 preset, linear, P = 9 < P*, with the log-determinant),
+    2 chains x (50 warm-up + 50 draws), seed 7. Read by test_provenance (the record, diagnose's
+    first line, R-hat) and test_arviz_seam (the structure)."""
+    import bayes_attn as ba
+    from bayes_attn.inference import run_nuts
+    from bayes_attn.models import order_param_model
+
+    return run_nuts(
+        order_param_model,
+        model_args=(ba.CopyTask.paper(), ba.Hyper.paper(), 9.0, "linear"),
+        model_kwargs={"include_logdet": True},
+        num_chains=2,
+        num_warmup=50,
+        num_samples=50,
+        seed=7,
+        progress=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def reduced_smc():
+    """Tempered SMC on the reduced model at the weight crossing (Table 1 preset, softmax,
+    P = 276, with the log-determinant), one run of 200 particles, seed 5, run with every warning
+    an error (no ArviZ shape warning). Read by test_provenance (the record, diagnose's SMC report)
+    and test_arviz_seam (the structure)."""
+    import warnings
+
+    import bayes_attn as ba
+    from bayes_attn.inference import run_smc
+    from bayes_attn.models import order_param_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return run_smc(
+            order_param_model,
+            model_args=(ba.CopyTask.paper(), ba.Hyper.paper(), 276.0, "softmax"),
+            model_kwargs={"include_logdet": True},
+            num_particles=200,
+            num_runs=1,
+            seed=5,
+        )

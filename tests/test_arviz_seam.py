@@ -13,8 +13,8 @@ import pytest  # noqa: E402
 
 import bayes_attn as ba  # noqa: E402
 from bayes_attn import _arviz as az  # noqa: E402
-from bayes_attn.inference import run_nuts, run_sgld, run_smc  # noqa: E402
-from bayes_attn.models import kernel_limit_model, order_param_model  # noqa: E402
+from bayes_attn.inference import run_sgld  # noqa: E402
+from bayes_attn.models import kernel_limit_model  # noqa: E402
 
 TASK, HYPER = ba.CopyTask.paper(), ba.Hyper.paper()
 KIND = "DataTree" if az.major() >= 1 else "InferenceData"
@@ -75,18 +75,19 @@ def test_plots_return_figures():
     plt.close("all")
 
 
-def test_every_sampler_returns_the_same_structure():
-    """NUTS, SGLD and SMC results: the same groups, names, dims and record under either ArviZ."""
-    args = (TASK, HYPER, 100.0, "linear")
-    nuts = run_nuts(order_param_model, model_args=args, num_chains=2, num_warmup=50,
-                    num_samples=50, progress_bar=False)  # fmt: skip
+def test_every_sampler_returns_the_same_structure(reduced_nuts, reduced_smc):
+    """NUTS, SGLD and SMC results: the same groups, names, dims and record under either ArviZ.
+    NUTS (linear) and SMC (softmax) are the session's shared reduced runs (tests/conftest.py)."""
+    nuts = reduced_nuts
     assert type(nuts).__name__ == KIND
     assert {"posterior", "sample_stats"} <= set(az.groups(nuts))
     assert {"c1", "cG"} <= set(nuts.posterior.data_vars)
     assert {"diverging", "tree_depth", "step_size"} <= set(nuts.sample_stats.data_vars)
     assert nuts.posterior.attrs["sampler"] == "nuts" and nuts.posterior.attrs["level"] == "reduced"
-    smc = run_smc(order_param_model, model_args=args, num_particles=100, num_runs=2, seed=0)
+    smc = reduced_smc
+    assert type(smc).__name__ == KIND
     assert {"posterior", "sample_stats"} <= set(az.groups(smc)) and "eve" in smc.sample_stats
+    assert {"aG", "a1", "cG"} <= set(smc.posterior.data_vars)
     assert np.isfinite(smc.posterior.attrs["log_evidence"])
     small = ba.CopyTask(L=4, V=2)
     tok = small.sample(jax.random.key(0), 20)

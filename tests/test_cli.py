@@ -112,15 +112,15 @@ def test_fold_and_the_plots_diagnose_promises(capsys, tmp_path):
     matplotlib.use("Agg")
     from bayes_attn.plotting import plots
 
-    post = tmp_path / "post.nc"
-    argv = ["sample", "--P", "100", "--chains", "2", "--warmup", "100", "--samples", "100"]
+    post = tmp_path / "post.nc"  # test_sample_then_diagnose's run (P = 400 > P*): one program
+    argv = ["sample", "--P", "400", "--chains", "2", "--warmup", "100", "--samples", "100"]
     code, out, _ = run(capsys, *argv, "--fold", "--out", post)
     assert code == 0 and "folded onto one Z2 image, c1 + cG >= 0" in out
-    assert out.splitlines()[0].startswith("nuts, level reduced, linear, P=100")
+    assert out.splitlines()[0].startswith("nuts, level reduced, linear, P=400")
     code, out, _ = run(capsys, "diagnose", post, "--fold")
     assert code == 0 and "folded onto one Z2 image" in out
     fig = plots.trace(az.from_netcdf(post), ["c1", "cG"])
-    assert fig._suptitle.get_text() == "nuts, linear, level reduced, P = 100"
+    assert fig._suptitle.get_text() == "nuts, linear, level reduced, P = 400"
     assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes)
 
     adam = tmp_path / "adam.nc"
@@ -491,7 +491,8 @@ def test_theory_shows_only_the_boundaries_of_its_activation(capsys, activation, 
 
 def test_smc_step_lines_go_to_stderr(capsys, tmp_path):
     argv = ["sample", "--sampler", "smc", "--activation", "softmax", "--P", "276"]
-    code = main([*argv, "--particles", "100", "--out", str(tmp_path / "s.nc")])
+    # 200 particles: the program of test_sample_then_diagnose's SMC run
+    code = main([*argv, "--particles", "200", "--out", str(tmp_path / "s.nc")])
     out, err = capsys.readouterr()
     assert code == 0
     # one progress bar over lambda at INFO (the per-step lines are at DEBUG, -v)
@@ -587,17 +588,18 @@ def test_option_defaults_are_read_from_their_homes():
         ctx = click.Context(cli.commands[command], info_name=command, parent=_root_context())
         return {p.name: p.get_default(ctx) for p in cli.commands[command].params}
 
-    def signature(fn, name):
-        return inspect.signature(fn).parameters[name].default
-
     sample, train, llc = defaults("sample"), defaults("train"), defaults("llc")
     nuts, sgld, smc, adam, lsettings = (NUTSSettings(), SGLDSettings(), SMCSettings(),
                                         AdamSettings(), LLCSettings())  # fmt: skip
     for option, field in [("chains", "num_chains"), ("warmup", "num_warmup"),
                           ("samples", "num_samples")]:  # fmt: skip
-        assert sample[option] == getattr(nuts, field) == signature(run_nuts, field), option
-    assert sample["step_size"] == sgld.step_size == signature(run_sgld, "step_size")
-    assert sample["particles"] == smc.num_particles == signature(run_smc, "num_particles")
+        assert sample[option] == getattr(nuts, field), option
+    assert sample["step_size"] == sgld.step_size
+    assert sample["particles"] == smc.num_particles
+    # the samplers' defaults are their settings' alone (settings= or **changes)
+    for fn, field in [(run_nuts, "num_chains"), (run_sgld, "step_size"),
+                      (run_smc, "num_particles")]:  # fmt: skip
+        assert field not in inspect.signature(fn).parameters, fn
     assert (train["lr"], train["max_steps"], train["patience"]) == (
         adam.lr, adam.max_steps, adam.patience,
     )  # fmt: skip
@@ -606,7 +608,8 @@ def test_option_defaults_are_read_from_their_homes():
     for option, field in [("sampler", "sampler"), ("draws", "num_draws"),
                           ("step_size", "step_size"), ("gamma", "gamma")]:  # fmt: skip
         assert llc[option] == getattr(COMMAND_SETTINGS, field), option
-        assert getattr(lsettings, field) == signature(run_llc, field), option
+        # run_llc's defaults are LLCSettings' alone (settings= or **changes)
+        assert hasattr(lsettings, field) and field not in inspect.signature(run_llc).parameters
     # each is a Default naming its home (or None: chosen by the command, as llc's --chains by
     # its sampler), not a value copied into the command line
     for command in ("sample", "train", "llc"):
@@ -655,7 +658,7 @@ def test_a_killed_smc_sample_resumes_from_its_checkpoint(capsys, tmp_path, monke
     from bayes_attn.inference import smc_checkpoint
 
     argv = ["sample", "--sampler", "smc", "--activation", "softmax", "--P", "276"]
-    argv += ["--particles", "60", "--seed", "3"]
+    argv += ["--particles", "200", "--seed", "3"]  # the program of the other `sample` SMC runs
     whole, part = tmp_path / "whole.nc", tmp_path / "part.nc"
     assert run(capsys, *argv, "--out", whole)[0] == 0
     assert not (tmp_path / "whole.nc.smc-checkpoint").exists()  # removed when the run completes

@@ -7,6 +7,8 @@ sampler fails this by chance with probability ~1e-3. The quadrature is a trapezo
 Where the posterior has Z2 images (linear, above P*), both sides are folded onto c1 >= 0.
 """
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -48,6 +50,23 @@ def _softmax_quadrature(task, hyper, P, sd):
     return {"aG": (m, np.sqrt(np.trapezoid(p * (aG - m) ** 2, cG) / z))}
 
 
+@functools.cache
+def _run(P, activation, metric):
+    """The quadrature tests' run (4 chains x (500 + 2000), seed 1), made once per worker: the
+    round-trip test below reads the softmax one (issue 44: one compiled program, not two)."""
+    import bayes_attn as ba
+
+    return run_nuts(
+        order_param_model,
+        model_args=(ba.CopyTask.paper(), ba.Hyper.paper(), P, activation),
+        num_warmup=500,
+        num_samples=2000,
+        seed=1,
+        progress=False,
+        metric=metric,
+    )
+
+
 @pytest.mark.parametrize(
     "activation, P, metric",
     [
@@ -63,16 +82,9 @@ def test_reduced_posterior_matches_quadrature(paper, activation, P, metric):
     task, hyper = paper
     found = saddles(task, hyper, P, activation)
     assert len(found) == 1  # unimodal here (up to the Z2 images)
-    idata = run_nuts(
-        order_param_model,
-        model_args=(task, hyper, P, activation),
-        num_warmup=500,
-        num_samples=2000,
-        seed=1,
-        progress=False,
-        metric=metric,
-    )
+    idata = _run(P, activation, metric)
     if activation == "linear":
+        idata = idata.copy()  # the cached run stays as drawn
         exact = _linear_quadrature(task, hyper, P, found[0])
         sign = np.sign(idata.posterior["c1"]) if found[0].c1 > 0 else 1.0
         for v in ("c1", "cG"):
@@ -86,16 +98,8 @@ def test_reduced_posterior_matches_quadrature(paper, activation, P, metric):
     assert diagnose(idata, var_names=list(exact)).divergences == 0
 
 
-def test_inference_data_is_complete_and_round_trips(paper, tmp_path):
-    task, hyper = paper
-    idata = run_nuts(
-        order_param_model,
-        model_args=(task, hyper, 455.0, "softmax"),
-        num_chains=2,
-        num_warmup=100,
-        num_samples=100,
-        progress=False,
-    )
+def test_inference_data_is_complete_and_round_trips(tmp_path):
+    idata = _run(455.0, "softmax", "adapt")  # the quadrature test's run
     assert {"aG", "a1", "cG"} <= set(idata.posterior.data_vars)
     assert {"diverging", "energy", "tree_depth", "step_size"} <= set(idata.sample_stats.data_vars)
     assert idata.posterior.attrs["activation"] == "softmax"

@@ -12,7 +12,7 @@ import bayes_attn as ba
 from bayes_attn import _arviz as az
 from bayes_attn.analysis import diagnose
 from bayes_attn.experiments.sweep import SweepConfig, run_sweep
-from bayes_attn.inference import run_nuts, run_sgld, run_smc, train_adam
+from bayes_attn.inference import run_sgld, run_smc, train_adam
 from bayes_attn.models import network_model, order_param_model
 
 RECORD = ("sampler", "seed", "chains", "warmup", "draws", "thinning", "level")
@@ -42,18 +42,13 @@ def _check_record(attrs, sampler, level, **expected):
         assert got == want and type(got) is type(want), (key, got, want)
 
 
-def test_nuts_sgld_smc_record_their_runs(paper, tmp_path):
+def test_nuts_sgld_smc_record_their_runs(paper, tmp_path, reduced_nuts, reduced_smc):
+    """NUTS and SMC: the session's shared runs (tests/conftest.py), with model_kwargs; SGLD its own."""
     task, hyper = paper
-    args = (task, hyper, 276.0, "softmax")
-    kw = dict(include_logdet=True)
-    nuts = run_nuts(
-        order_param_model, model_args=args, model_kwargs=kw, num_chains=2, num_warmup=30,
-        num_samples=20, seed=3, progress_bar=False,
-    )  # fmt: skip
-    nuts = _reread(nuts, tmp_path, "nuts")
+    nuts = _reread(reduced_nuts, tmp_path, "nuts")
     _check_record(
         nuts.posterior.attrs, "nuts", "reduced",
-        seed=3, chains=2, warmup=30, draws=20, thinning=1, include_logdet=1, P=276.0,
+        seed=7, chains=2, warmup=50, draws=50, thinning=1, include_logdet=1, P=9.0,
     )  # fmt: skip
     assert nuts.sample_stats.attrs["sampler"] == "nuts"  # every group carries it
     tokens = task.sample(jax.random.key(0), 8)
@@ -75,13 +70,10 @@ def test_nuts_sgld_smc_record_their_runs(paper, tmp_path):
         seed=1, chains=1, warmup=5, draws=4, thinning=3, d_model=4, P=8, batch_size=4,
         factorized=0, train_embeddings=1, step_size=1e-5,
     )  # fmt: skip
-    smc = run_smc(
-        order_param_model, model_args=args, model_kwargs=kw, num_particles=64, num_runs=2, seed=5
-    )
-    smc = _reread(smc, tmp_path, "smc")
+    smc = _reread(reduced_smc, tmp_path, "smc")
     _check_record(
         smc.posterior.attrs, "smc", "reduced",
-        seed=5, chains=2, warmup=0, draws=64, include_logdet=1,
+        seed=5, chains=1, warmup=0, draws=200, include_logdet=1, P=276.0,
     )  # fmt: skip
 
 
@@ -98,14 +90,15 @@ def test_adam_and_sweep_record_their_runs(paper, tmp_path):
         seed=4, chains=2, warmup=0, thinning=10, d_model=8, P=20, factorized=0,
     )  # fmt: skip
     assert back.attrs["draws"] == ds.sizes["step"]
+    # the points are the program of the session's reduced_nuts (tests/conftest.py)
     cfg = SweepConfig(
         kind="nuts", P=(9.0,), activation=("linear",), seed=(0, 1),
-        options=dict(num_chains=1, num_warmup=20, num_samples=20),
+        options=dict(num_chains=2, num_warmup=50, num_samples=50, include_logdet=True),
     )  # fmt: skip
     out = run_sweep(cfg, tmp_path / "sweep.nc", progress=False)
     sweep = xr.open_dataset(tmp_path / "sweep.nc", engine="h5netcdf")
     a = sweep.attrs
-    _check_record(a, "nuts", "reduced", chains=1, warmup=20, draws=20, include_logdet=0)
+    _check_record(a, "nuts", "reduced", chains=2, warmup=50, draws=50, include_logdet=1)
     np.testing.assert_array_equal(a["seed"], [0, 1])  # the grid
     # the sweep's linear summaries say that they are folded
     assert "folded" in sweep["c1_mean"].attrs["description"]
@@ -113,55 +106,30 @@ def test_adam_and_sweep_record_their_runs(paper, tmp_path):
     assert out is not None
 
 
-def test_diagnose_prints_the_record_in_one_line(paper):
-    task, hyper = paper
-    idata = run_nuts(
-        order_param_model,
-        model_args=(task, hyper, 9.0, "linear"),
-        num_chains=2,
-        num_warmup=50,
-        num_samples=50,
-        seed=7,
-        progress_bar=False,
-    )
-    first = str(diagnose(idata)).splitlines()[0]
+def test_diagnose_prints_the_record_in_one_line(reduced_nuts):
+    first = str(diagnose(reduced_nuts)).splitlines()[0]
     assert first.startswith("nuts, level reduced, linear, P=9, L=25, V=5")
     assert "seed 7, chains 2, warm-up 50, draws 50, thinning 1" in first
     for lib in ("bayes-attn", "jax", "numpyro", "arviz", "blackjax"):
         assert f"{lib} " in first, lib
 
 
-def test_smc_diagnose_reports_smc_not_rhat(paper):
+def test_smc_diagnose_reports_smc_not_rhat(reduced_nuts, reduced_smc):
     """SMC draws: no R-hat column or R-hat verdict, no n_switches, no ArviZ shape warning; the
-    particle ESS, tempering steps, evidence and phase fractions instead."""
-    task, hyper = paper
+    particle ESS, tempering steps, evidence and phase fractions instead. The SMC run (one run, so
+    one chain: the case ArviZ's shape check warns about) is made with every warning an error
+    (tests/conftest.py); diagnose here too."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an ArviZ shape warning would fail here
-        smc = run_smc(
-            order_param_model,
-            model_args=(task, hyper, 276.0, "softmax"),
-            model_kwargs={"include_logdet": True},
-            num_particles=200,
-            num_runs=1,
-            seed=0,
-        )
-        d = diagnose(smc)
+        d = diagnose(reduced_smc)
     text = str(d)
     assert "r_hat" not in d.table.columns
     assert "R-hat" not in text
     assert "tempering_steps" in text and "particle_ess" in text and "SMC: log evidence" in text
     assert d.phases is not None and "n_switches" not in d.phases.table.columns
     assert "strong phase" in text
-    # the same posterior from NUTS keeps its R-hat
-    nuts = run_nuts(
-        order_param_model,
-        model_args=(task, hyper, 9.0, "linear"),
-        num_chains=2,
-        num_warmup=50,
-        num_samples=50,
-        progress_bar=False,
-    )
-    assert "r_hat" in diagnose(nuts).table.columns
+    # the same reduced model's NUTS draws keep their R-hat
+    assert "r_hat" in diagnose(reduced_nuts).table.columns
 
 
 def _linear_draws(centres, n=400, sd=0.01, seed=0):
@@ -285,12 +253,14 @@ def test_start_occupancy_says_what_it_does_and_its_cost(paper, caplog):
     from bayes_attn.experiments.coexistence import start_occupancy
 
     task, hyper = paper
+    # P = 276, 2 chains x (50 + 50): the NUTS program of tests/test_calling.py's
+    # test_init_params_are_constrained_for_nuts (one compilation for both)
     with caplog.at_level(logging.INFO, logger="bayes_attn"):
         occ, _ = start_occupancy(
-            task, hyper, 280.0, "reduced", num_chains=2, num_warmup=20, num_samples=20
+            task, hyper, 276.0, "reduced", num_chains=2, num_warmup=50, num_samples=50
         )
     text = caplog.text
-    assert "start_occupancy: the reduced modes from both starts at P = 280" in text
-    assert "start_occupancy: NUTS, 2 chains x (20 warm-up + 20) draws" in text
+    assert "start_occupancy: the reduced modes from both starts at P = 276" in text
+    assert "start_occupancy: NUTS, 2 chains x (50 warm-up + 50) draws" in text
     assert "about" in text and "ms per gradient" in text
     assert occ.table.shape[0] == 2
