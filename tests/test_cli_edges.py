@@ -93,7 +93,7 @@ def test_commands_with_a_required_argument_say_so_in_one_line(argv, needle, caps
         # before: XLA aborted with a C++ stack trace, exit 134
         (["sample", "--level", "kernel", "--P", "1e9"], "at level kernel"),
         (["sample", "--level", "network", "--P", "1e9"], "at level network (d_model=16)"),
-        (["train", "--P", "1000000000"], "at level network (d_model=64)"),
+        (["train", "--P", "1000000000"], "at level network (d_model=256)"),
         (["llc", "--P", "1000000000"], "at level network (d_model=30)"),
         (["llc", "--level", "kernel", "--P", "100000000"], "at level kernel"),
         # before: refused by the library after the log line ("nuts on the kernel model ...")

@@ -81,9 +81,9 @@ def test_cli_llc_defaults_are_llc_settings():
     from bayes_attn.inference.llc import COMMAND_SETTINGS, LLCSettings
 
     s, c, got = LLCSettings(), COMMAND_SETTINGS, _cli_llc_defaults()
-    sig = inspect.signature(run_llc).parameters
-    for field in dataclasses.fields(LLCSettings):
-        assert sig[field.name].default == getattr(s, field.name), field.name
+    sig = inspect.signature(run_llc).parameters  # the options come as settings= or **changes
+    assert sig["settings"].default is None and "changes" in sig
+    assert not {f.name for f in dataclasses.fields(LLCSettings)} & set(sig)
     for option, field in [("sampler", "sampler"), ("metric", "metric"), ("draws", "num_draws"),
                           ("step_size", "step_size"), ("gamma", "gamma")]:  # fmt: skip
         assert got[option] == getattr(c, field), option
@@ -445,16 +445,18 @@ def test_llc_default_chains_follow_the_sampler(capsys, tmp_path, monkeypatch, sa
 
     seen = {}
 
+    ckpt = tmp_path / f"llc_{sampler}.ckpt.npz"
+
     def record(*args, **kwargs):
         seen.update(kwargs)
-        raise KeyboardInterrupt  # stop before any work; the CLI reports what it keeps
+        ckpt.write_bytes(b"")  # as if its first checkpoint were written (SMC's is never read)
+        raise KeyboardInterrupt  # the CLI reports what it keeps
 
     monkeypatch.setattr(experiment, "llc_point", record)
     code, _, err = cli(capsys, "llc", "--sampler", sampler, "--out", tmp_path / "llc.nc")
     assert code == 130 and seen["num_chains"] == chains
     assert ("metric" in seen) == (sampler == "nuts")  # NUTS's option goes to NUTS alone
-    ckpt = str(tmp_path / f"llc_{sampler}.ckpt.npz")
-    assert (ckpt in err) == (sampler != "smc") and "exact" not in err, err
+    assert (str(ckpt) in err) == (sampler != "smc") and "exact" not in err, err
 
 
 def test_llc_interrupt_names_every_checkpoint_kept(capsys, tmp_path, monkeypatch):
@@ -463,13 +465,16 @@ def test_llc_interrupt_names_every_checkpoint_kept(capsys, tmp_path, monkeypatch
     import bayes_attn.experiments.llc as experiment
 
     def stop(*args, **kwargs):
+        for name in ("run_nuts.ckpt.npz", "run_exact.ckpt.npz"):  # both checkpoints written
+            (tmp_path / name).write_bytes(b"")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(experiment, "llc_point", stop)
     code, _, err = cli(capsys, "llc", "--exact", "--out", tmp_path / "run.nc")
     assert code == 130
-    for name in ("run.nc once", "run_nuts.ckpt.npz the nuts run's", "run_exact.ckpt.npz"):
+    for name in ("run_nuts.ckpt.npz (the nuts run's state)", "run_exact.ckpt.npz (the exact"):
         assert name in err, err
+    assert "run.nc (its run finished)" not in err, err  # OUT was not written
 
 
 def test_w_star_is_checked_before_any_work():

@@ -8,7 +8,9 @@ heavy. The homes are the algorithms' settings dataclasses
 :class:`~bayes_attn.inference.nuts.NUTSSettings`, :class:`~bayes_attn.inference.sgld.SGLDSettings`,
 :class:`~bayes_attn.inference.llc.LLCSettings`) and, for what is an experiment's choice rather
 than an algorithm's (a width, a number of members, the LLC's level and burn-in), the sweep's
-``DEFAULTS`` (:mod:`bayes_attn.experiments.sweep`), which read the same dataclasses.
+``DEFAULTS`` (:mod:`bayes_attn.experiments.sweep`), which read the same dataclasses; ``train``
+trains as the paper's protocol does (:mod:`bayes_attn.experiments.protocol`: its width and its
+Adam).
 :class:`~bayes_attn.inference.umbrella.UmbrellaSettings` is read per level by the landscape itself
 (``bayes-attn landscape`` passes only the options given).
 """
@@ -82,6 +84,20 @@ def llc_command(name: str) -> Default:
     sampler defaults (NUTS in the Laplace metric, where :func:`~bayes_attn.inference.llc.run_llc`
     defaults to SGLD; the reason is in its docstring)."""
     return Default("bayes_attn.inference.llc", "COMMAND_SETTINGS", name)
+
+
+def protocol(name: str) -> Default:
+    """A field of :class:`~bayes_attn.experiments.protocol.ProtocolConfig`, the paper's protocol
+    (its width): with :func:`protocol_adam`, ``bayes-attn train``'s defaults, which reach the
+    theory's loss on the paper's preset where those of
+    :class:`~bayes_attn.inference.adam.AdamSettings` and of the adam sweep (trained embeddings,
+    width 64) do not."""
+    return Default("bayes_attn.experiments.protocol", "ProtocolConfig", name)
+
+
+def protocol_adam(name: str) -> Default:
+    """A field of :data:`~bayes_attn.experiments.protocol.PROTOCOL_ADAM`, the protocol's Adam."""
+    return Default("bayes_attn.experiments.protocol", "PROTOCOL_ADAM", name)
 
 
 def sweep(kind: str, name: str) -> Default:

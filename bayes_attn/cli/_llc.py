@@ -48,10 +48,11 @@ _run_options = stack(
                  "error)"),
     click.option("--draws", type=click.IntRange(min=1), default=homes.llc_command("num_draws"),
                  help="draws kept per chain (smc: particles per run, --chains x --draws particles "
-                 "in all)"),
+                 "in all); given, also the exact run's draws per chain (else 1000), smc apart"),
     click.option("--burnin", type=BURNIN, default=homes.sweep("llc", "num_burnin"),
                  help="steps discarded first, or auto: 5 / (ε γ), five relaxation times of what γ "
-                 "holds (SGLD, MALA); NUTS's warm-up: 500, or 200 with --metric laplace"),
+                 "holds (SGLD, MALA); NUTS's warm-up: 500, or 200 with --metric laplace; a "
+                 "number given is also the exact run's warm-up (else 500), smc apart"),
     click.option("--step-size", type=STEP, default=homes.llc_command("step_size"),
                  help="ε, or auto: 0.1 / the largest curvature of the target at w* (llc_step_size)"),
     click.option("--nbeta", type=float, default=None, show_default="P / log P", help="nβ"),
@@ -86,11 +87,14 @@ def llc(ctx, preset, level, activation, P, d_model, sampler, metric, chains, dra
     Prints what ``diagnose`` prints for the file, the verdict included, and exits 1 where the
     verdict fails (unless --allow-untrusted) or the sampler diverged. A finished run is kept in
     OUT, a run's state in OUT_SAMPLER.ckpt.npz (SMC apart) and the exact run's in
-    OUT_exact.ckpt.npz: after Ctrl-C the same command resumes."""
+    OUT_exact.ckpt.npz: after Ctrl-C the same command resumes. With --exact, --draws and a
+    number of --burnin steps, where given, set the exact run's too (its NUTS chains; an SMC
+    run's --draws are its particles, so there the exact run keeps its own 1000 and 500)."""
     from bayes_attn.cli._checks import check_run_P
 
     check_run_P(*preset, P, level, d_model)
     chains = _check(level, P, sampler, chains, nbeta, gamma, batch_size, exact)
+    exact_run = _exact_run_options(ctx, sampler, draws, burnin) if exact else {}
     exact_out = Path(out).with_name(Path(out).stem + "_exact.nc")
     # NUTS's metric is passed only to NUTS, so that another sampler's run (and its digest, which
     # lets a rerun find it) is what it was before the option existed
@@ -101,7 +105,7 @@ def llc(ctx, preset, level, activation, P, d_model, sampler, metric, chains, dra
     from bayes_attn.experiments.llc import llc_point
     from bayes_attn.io import write_atomic
 
-    t0 = time.perf_counter()
+    t0, t0_wall = time.perf_counter(), time.time()
     log.info("llc by %s on the %s model, %s attention, P=%d", sampler, level, activation, P)
     for path in _checkpoints(out, sampler, exact):
         if path.exists():  # made by an interrupted run; refused if made with other arguments
@@ -111,11 +115,11 @@ def llc(ctx, preset, level, activation, P, d_model, sampler, metric, chains, dra
             llc_point, level, *preset, P, activation, d_model=d_model, seed=seed, batch_size=batch_size,
             exact=exact, progress=ctx.obj["progress"], keep=out, sampler=sampler,
             num_chains=chains, num_draws=draws, num_burnin=burnin, step_size=step_size,
-            nbeta=nbeta, gamma=gamma, include_prior=include_prior, **by_metric,
+            nbeta=nbeta, gamma=gamma, include_prior=include_prior, **by_metric, **exact_run,
         )  # fmt: skip
     except KeyboardInterrupt:
-        click.echo(f"bayes-attn: interrupted; kept {_kept(out, sampler, exact)}: the same command "
-                   "resumes", err=True)  # fmt: skip
+        click.echo(f"bayes-attn: interrupted; {_kept(out, sampler, exact, since=t0_wall)}",
+                   err=True)  # fmt: skip
         raise
     if ex is not None:
         write_atomic(ex, exact_out)
@@ -132,17 +136,26 @@ def llc(ctx, preset, level, activation, P, d_model, sampler, metric, chains, dra
         raise click.exceptions.Exit(1)
 
 
-def _kept(out, sampler: str, exact: bool) -> str:
-    """What an interrupted run keeps (:func:`~bayes_attn.experiments.llc.llc_point`'s ``keep``):
-    the run in OUT once it finished, the state of the sampler that ran (SMC keeps none) and,
-    with --exact, the exact run's."""
-    kept = [f"{out} once its run finished"]
+def _kept(out, sampler: str, exact: bool, since: float | None = None) -> str:
+    """What an interrupted run kept (:func:`~bayes_attn.experiments.llc.llc_point`'s ``keep``),
+    as the end of the line that says so: the run in OUT where it finished (written at or after
+    ``since``, a :func:`time.time`), and the checkpoints that exist: the sampler's state (SMC
+    keeps none) and, with --exact, the exact run's. A checkpoint is first written after 30 s of
+    steps: before that the line says none was written, rather than name a file that is not there
+    (before: it named the checkpoint path whether or not it existed)."""
+    kept = []
+    out = Path(out)
+    if out.exists() and (since is None or out.stat().st_mtime >= since - 1.0):
+        kept.append(f"{out} (its run finished)")
     for path in _checkpoints(out, sampler, exact):
-        what = (
-            "the exact run's" if path.stem.endswith("_exact.ckpt") else f"the {sampler} run's state"
-        )
-        kept.append(f"{path} {what}")
-    return ", ".join(kept[:-1]) + (" and " if len(kept) > 1 else "") + kept[-1]
+        if path.exists():
+            what = (
+                "the exact run's" if path.stem.endswith("_exact.ckpt") else f"the {sampler} run's"
+            )
+            kept.append(f"{path} ({what} state)")
+    if not kept:
+        return "no checkpoint written yet (the first is written after 30 s of steps)"
+    return "kept " + ", ".join(kept) + ": the same command resumes"
 
 
 def _checkpoints(out, sampler: str, exact: bool) -> list[Path]:
@@ -170,6 +183,24 @@ def _check(level, P, sampler, chains, nbeta, gamma, batch_size, exact) -> int:
     if batch_size is not None and batch_size > P:
         raise ValueError(f"batch_size must be at most P = {P} (the full batch), got {batch_size}")
     return chains
+
+
+def _exact_run_options(ctx, sampler: str, draws: int, burnin) -> dict:
+    """The exact run's draws and warm-up from --draws and --burnin where they were given (before,
+    the exact run ignored them silently): its chains are NUTS's, so a number of draws or of
+    burn-in steps means the same there. An SMC run's --draws are particles, and --burnin auto is
+    a rule of SGLD's and MALA's step: the exact run keeps its own defaults for those."""
+    from click.core import ParameterSource
+
+    def given(name):
+        return ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+
+    run = {}
+    if sampler != "smc" and given("draws"):
+        run["exact_draws"] = draws
+    if sampler != "smc" and given("burnin") and isinstance(burnin, int):
+        run["exact_burnin"] = burnin
+    return run
 
 
 def _check_exact_out(path: Path) -> None:

@@ -253,22 +253,35 @@ sampler_options = grouped(
 )  # fmt: skip
 
 
-def _adam_settings(**changes):
-    from bayes_attn.inference.adam import AdamSettings
+def _adam_settings(train_embeddings: bool, **changes):
+    """The protocol's Adam (:data:`~bayes_attn.experiments.protocol.PROTOCOL_ADAM`: a cosine
+    decay, the embeddings held at their prior draw) with the options' ``changes``."""
+    import dataclasses
 
-    return AdamSettings(**changes)
+    from bayes_attn.experiments.protocol import PROTOCOL_ADAM
+
+    return dataclasses.replace(PROTOCOL_ADAM, train_embeddings=train_embeddings, **changes)
 
 
-#: --lr, --max-steps, --patience, as ``adam`` = an ``AdamSettings``
+TRAIN_EMBEDDINGS_HELP = (
+    "train W_emb and p too: the joint MAP, whose copy component collapses (cG = 0, above the "
+    "theory's loss; docs/validation.md, 'Trained embeddings'); without it they are held at "
+    "their prior draw, as in the paper's protocol"
+)
+
+#: --lr, --max-steps, --patience, --train-embeddings, as ``adam`` = an ``AdamSettings``: the
+#: protocol's Adam (PROTOCOL_ADAM) with the options given
 adam_options = grouped(
     "adam",
     [
-        click.option("--lr", type=float, default=homes.adam("lr"),
-                     help="Adam learning rate (after the warm-up)"),
-        click.option("--max-steps", type=click.IntRange(min=1), default=homes.adam("max_steps"),
-                     help="full-batch steps at most"),
-        click.option("--patience", type=click.IntRange(min=0), default=homes.adam("patience"),
+        click.option("--lr", type=float, default=homes.protocol_adam("lr"),
+                     help="Adam learning rate (after the warm-up; cosine decay to 1% of it)"),
+        click.option("--max-steps", type=click.IntRange(min=1),
+                     default=homes.protocol_adam("max_steps"), help="full-batch steps at most"),
+        click.option("--patience", type=click.IntRange(min=0),
+                     default=homes.protocol_adam("patience"),
                      help="early stopping: steps without improvement of the objective"),
+        click.option("--train-embeddings", is_flag=True, help=TRAIN_EMBEDDINGS_HELP),
     ],
     build=_adam_settings,
 )  # fmt: skip
