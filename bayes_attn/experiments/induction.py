@@ -38,6 +38,7 @@ __all__ = [
     "frozen_gram",
     "induction_map",
     "induction_point",
+    "map_search",
     "readout_mean",
 ]
 
@@ -81,6 +82,42 @@ def readout_mean(M1, M2, task, hyper, tokens, activation: str, gram=None) -> jax
     return jnp.linalg.solve(X.T @ X + lam * jnp.eye(X.shape[1]), X.T @ Y).T
 
 
+def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test: int = 2000,
+               beta: float = 3.0, maxiter: int = 300, hvp: str = "difference",
+               d_model: int | None = None) -> dict:  # fmt: skip
+    """The search behind :func:`induction_map` (and
+    :func:`~bayes_attn.experiments.induction_posterior.map_problem`): the dataset ``tokens`` from
+    the run key's dataset key, the held-out ``test`` from the run key folded with 1, the two
+    ``starts`` (``{"zero", "circuit"}``: near zero from the key folded with 2; the circuit), the
+    frozen ``gram`` (None for the kernel limit), the ``modes`` found from each start, the kept
+    start ``won`` and its forms ``map`` (``{"M1", "M2"}``)."""
+    check_activation(activation)
+    P = check_int("P", P, 1)
+    num_test = check_int("num_test", num_test, 1)
+    beta = check_positive("beta", beta)
+    key = run_key(None, seed)
+    tokens = task.sample(dataset_key(key), P)
+    test = task.sample(jax.random.fold_in(key, 1), num_test)
+    n = task.n_features
+    k1, k2 = jax.random.split(jax.random.fold_in(key, 2))
+    starts = {
+        "zero": {
+            "M1": START_SCALE * jax.random.normal(k1, (n, n)),
+            "M2": START_SCALE * jax.random.normal(k2, (2 * n, 2 * n)),
+        },
+        "circuit": circuit(task, beta),
+    }
+    gram = None if d_model is None else frozen_gram(jax.random.fold_in(key, 3), task, d_model)
+    args = (task, hyper, tokens, activation, gram)
+    found = find_modes(two_layer_kernel_model, starts=list(starts.values()), model_args=args,
+                       maxiter=maxiter, hvp=hvp)  # fmt: skip
+    modes = dict(zip(starts, found, strict=True))
+    won = min(modes, key=lambda k: modes[k].U)
+    best = modes[won].potential.unravel(jnp.asarray(modes[won].x))
+    return {"tokens": tokens, "test": test, "starts": starts, "gram": gram, "modes": modes,
+            "won": won, "map": {"M1": best["M1"], "M2": best["M2"]}}  # fmt: skip
+
+
 def induction_map(
     task,
     hyper,
@@ -113,30 +150,10 @@ def induction_map(
     1e-16 at four of the study's points), in 2-3.5 x fewer gradient-equivalents
     (docs/performance.md, "Induction head").
     """
-    check_activation(activation)
-    P = check_int("P", P, 1)
-    num_test = check_int("num_test", num_test, 1)
-    beta = check_positive("beta", beta)
-    key = run_key(None, seed)
-    tokens = task.sample(dataset_key(key), P)
-    test = task.sample(jax.random.fold_in(key, 1), num_test)
-    n = task.n_features
-    k1, k2 = jax.random.split(jax.random.fold_in(key, 2))
-    starts = {
-        "zero": {
-            "M1": START_SCALE * jax.random.normal(k1, (n, n)),
-            "M2": START_SCALE * jax.random.normal(k2, (2 * n, 2 * n)),
-        },
-        "circuit": circuit(task, beta),
-    }
-    gram = None if d_model is None else frozen_gram(jax.random.fold_in(key, 3), task, d_model)
-    args = (task, hyper, tokens, activation, gram)
-    found = find_modes(two_layer_kernel_model, starts=list(starts.values()), model_args=args,
-                       maxiter=maxiter, hvp=hvp)  # fmt: skip
-    modes = dict(zip(starts, found, strict=True))
-    won = min(modes, key=lambda k: modes[k].U)
-    best = modes[won].potential.unravel(jnp.asarray(modes[won].x))
-    M1, M2 = best["M1"], best["M2"]
+    s = map_search(task, hyper, P, activation, seed=seed, num_test=num_test, beta=beta,
+                   maxiter=maxiter, hvp=hvp, d_model=d_model)  # fmt: skip
+    tokens, test, gram, modes, won = s["tokens"], s["test"], s["gram"], s["modes"], s["won"]
+    M1, M2 = s["map"]["M1"], s["map"]["M2"]
     w = readout_mean(M1, M2, task, hyper, tokens, activation, gram)
     Phi, A1, A2 = forward(M1, M2, features(task, test, gram), activation, True)
     out = {f"U_{k}": float(m.U) for k, m in modes.items()}
@@ -157,24 +174,10 @@ INDUCTION_DEFAULTS = {"num_test": 2000, "beta": 3.0, "maxiter": 300}
 #: embeddings of width ``d_model`` (the study's "exact frozen network's MAP at d = 10^4")
 INDUCTION_FROZEN_DEFAULTS = {**INDUCTION_DEFAULTS, "d_model": 10_000}
 
-#: the variables an ``induction`` sweep writes beyond the sweep's own
+#: the variables an ``induction`` sweep writes whose meaning here differs from the one table,
+#: :data:`bayes_attn.experiments.kinds.DESCRIPTIONS` (which describes the rest)
 DESCRIPTIONS = {
-    "U_zero": ("nats", "potential at the mode found from the start near zero (no head formed)"),
-    "U_circuit": ("nats", "potential at the mode found from the hand-built induction circuit"),
-    "start_won": (
-        "1",
-        "1 where the circuit's mode has the lower potential (it is the MAP), else 0",
-    ),
-    "converged": ("1", "the kept mode met the optimiser's gradient tolerance, 1 or 0"),
-    "uniform1": ("1", "layer 1: L x mean attention off the previous-token line (causal)"),
-    "copy1": ("1", "layer 1: L x (mean previous-token attention - uniform1 / L)"),
-    "induction2": ("1", "layer 2: attention mass on the positions after earlier x[a]"),
-    "induction2_excess": ("1", "induction2 minus the share of such positions (0: uniform)"),
-    "uniform2": ("1", "layer 2: L x mean attention off the induction matches"),
     "loss": ("1", "held-out loss per token of the MAP's posterior-mean readout"),
-    "loss_bigram": ("1", "held-out loss of the Dirichlet bigram (Bayes-optimal, uniform start)"),
-    "loss_unigram": ("1", "held-out loss of the smoothed in-context unigram"),
-    "loss_uniform": ("1", "held-out loss of 1/V"),
     "kl_bigram": ("nats", "mean KL(bigram || model's clipped output)"),
     "kl_unigram": ("nats", "mean KL(unigram || model's clipped output)"),
     "kl_uniform": ("nats", "mean KL(uniform || model's clipped output)"),

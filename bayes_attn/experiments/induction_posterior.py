@@ -40,16 +40,9 @@ import numpy as np
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
-from bayes_attn.experiments.induction import (
-    START_SCALE,
-    check_induction,
-    circuit,
-    features,
-    readout_mean,
-)
+from bayes_attn.experiments.induction import check_induction, features, map_search, readout_mean
 from bayes_attn.inference.llc_target import LLCTarget, default_nbeta
-from bayes_attn.inference.potential import find_modes
-from bayes_attn.keys import dataset_key, run_key
+from bayes_attn.keys import run_key
 from bayes_attn.models.two_layer import forward, induction_scores, two_layer_kernel_model
 from bayes_attn.theory import induction_refs
 
@@ -100,27 +93,15 @@ def map_problem(task, hyper, P: int, activation: str, *, seed: int = 0, num_test
                 beta: float = 3.0, maxiter: int = 300) -> dict:  # fmt: skip
     """The dataset, the held-out set, the two starts and the MAP of the ``induction`` kind's point.
 
-    The same keys and starts as :func:`~bayes_attn.experiments.induction.induction_map` (kernel
-    limit, no Gram), so the MAP is that sweep's. Returns ``{"tokens", "test", "starts", "map",
-    "U"}``: ``starts`` the constrained starts (near zero, the circuit), ``map`` the kept mode's
-    ``{"M1", "M2"}`` and ``U`` the potentials found from each start."""
-    P = check_int("P", P, 1)
-    key = run_key(None, seed)
-    tokens = task.sample(dataset_key(key), P)
-    test = task.sample(jax.random.fold_in(key, 1), check_int("num_test", num_test, 1))
-    n = task.n_features
-    k1, k2 = jax.random.split(jax.random.fold_in(key, 2))
-    starts = [
-        {"M1": START_SCALE * jax.random.normal(k1, (n, n)),
-         "M2": START_SCALE * jax.random.normal(k2, (2 * n, 2 * n))},
-        circuit(task, check_positive("beta", beta)),
-    ]  # fmt: skip
-    found = find_modes(two_layer_kernel_model, starts=starts, maxiter=maxiter, hvp="difference",
-                       model_args=(task, hyper, tokens, activation, None))  # fmt: skip
-    won = int(np.argmin([m.U for m in found]))
-    best = found[won].potential.unravel(jnp.asarray(found[won].x))
-    return {"tokens": tokens, "test": test, "starts": starts,
-            "map": {"M1": best["M1"], "M2": best["M2"]}, "U": [float(m.U) for m in found]}  # fmt: skip
+    :func:`~bayes_attn.experiments.induction.map_search`, the search of
+    :func:`~bayes_attn.experiments.induction.induction_map` (kernel limit, no Gram), so the MAP is
+    that sweep's. Returns ``{"tokens", "test", "starts", "map", "U"}``: ``starts`` the
+    constrained starts (near zero, the circuit), ``map`` the kept mode's ``{"M1", "M2"}`` and ``U``
+    the potentials found from each start."""
+    s = map_search(task, hyper, P, activation, seed=seed, num_test=num_test, beta=beta,
+                   maxiter=maxiter)  # fmt: skip
+    return {"tokens": s["tokens"], "test": s["test"], "starts": list(s["starts"].values()),
+            "map": s["map"], "U": [float(m.U) for m in s["modes"].values()]}  # fmt: skip
 
 
 def predictive(task, hyper, tokens, test, activation: str, M1s, M2s) -> dict:
@@ -154,6 +135,15 @@ def _map_options(o: dict) -> dict:
     return {k: o[k] for k in _MAP}
 
 
+def _point_problem(cfg, pt, task, hyper):
+    """``(task, options, activation, seed, map_problem)`` of a sweep point of these kinds."""
+    task = _induction_task(task)
+    o = dict(cfg.options)
+    act, seed = pt["activation"], int(pt["seed"])
+    return task, o, act, seed, map_problem(task, hyper, int(pt["P"]), act, seed=seed,
+                                           **_map_options(o))  # fmt: skip
+
+
 # --------------------------------------------------------------------------------------------------
 # induction_posterior
 
@@ -182,10 +172,7 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
     from bayes_attn.inference.nuts import run_nuts
 
     t0 = time.perf_counter()
-    task = _induction_task(task)
-    o = dict(cfg.options)
-    act, seed = pt["activation"], int(pt["seed"])
-    prob = map_problem(task, hyper, int(pt["P"]), act, seed=seed, **_map_options(o))
+    task, o, act, seed, prob = _point_problem(cfg, pt, task, hyper)
     C = o["num_chains"]
     laplace = o["metric"] == "laplace"
     init = None if laplace else {k: jnp.broadcast_to(v, (C, *v.shape)) if C > 1 else v
@@ -252,11 +239,8 @@ def profile_point(cfg, pt, task, hyper) -> dict:
     from bayes_attn.analysis.free_energy import landscape_report
     from bayes_attn.inference.umbrella import UmbrellaSettings, run_umbrella
 
-    task = _induction_task(task)
-    o = dict(cfg.options)
-    act, seed = pt["activation"], int(pt["seed"])
     t0 = time.perf_counter()
-    prob = map_problem(task, hyper, int(pt["P"]), act, seed=seed, **_map_options(o))
+    task, o, act, seed, prob = _point_problem(cfg, pt, task, hyper)
     rows = []
     for cv in o["cvs"]:
         idata = run_umbrella(two_layer_kernel_model, cv, seed=seed, starts=prob["starts"],
@@ -420,10 +404,7 @@ def llc_point(cfg, pt, task, hyper) -> dict:
     from bayes_attn.progress import bar
 
     t0 = time.perf_counter()
-    task = _induction_task(task)
-    o = dict(cfg.options)
-    act, seed = pt["activation"], int(pt["seed"])
-    prob = map_problem(task, hyper, int(pt["P"]), act, seed=seed, **_map_options(o))
+    task, o, act, seed, prob = _point_problem(cfg, pt, task, hyper)
     M = prob["map"]
     w = readout_mean(M["M1"], M["M2"], task, hyper, prob["tokens"], act)
     target = two_layer_llc_target(task, hyper, prob["tokens"], act, M, w, d_model=o["d_model"],

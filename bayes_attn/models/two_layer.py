@@ -36,6 +36,7 @@ import numpyro.distributions as dist
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_gram, check_int, check_tokens
+from bayes_attn.induction import STREAMS, attend, forward, induction_scores
 from bayes_attn.models._sites import record_order_parameters
 from bayes_attn.theory.action import woodbury_evidence
 
@@ -53,10 +54,6 @@ __all__ = [
     "two_layer_kernel_model",
     "two_layer_network_model",
 ]
-
-#: the residual streams the readout may read, in the design's order: the features, layer 1's
-#: output, layer 2's output (2n wide)
-STREAMS = ("h0", "h1", "h2")
 
 
 def check_readout(readout, layers: int) -> tuple[str, ...]:
@@ -85,36 +82,6 @@ def _is_causal(task) -> bool:
     return hasattr(task, "target_mask")
 
 
-def attend(K, activation: str, causal: bool) -> jax.Array:
-    """Attention from logits (..., L, L): :func:`bayes_attn.algebra.attention` with, when ``causal``,
-    position a seeing b <= a only (linear: K / L on the triangle; softmax over b <= a)."""
-    if not causal:
-        return algebra.attention(K, activation)
-    L = K.shape[-1]
-    mask = jnp.tril(jnp.ones((L, L), dtype=bool))
-    if activation == "linear":
-        return jnp.where(mask, K, 0.0) / L
-    return jax.nn.softmax(jnp.where(mask, K, -jnp.inf), axis=-1)
-
-
-def forward(M1, M2, psi, activation: str, causal: bool, readout=STREAMS):
-    """``(Phi, A1, A2)``: the readout design (P, L, width) on the ``readout`` streams and both
-    attention patterns (P, L, L) (``A2`` None when ``M2`` is None: one layer).
-
-    ``psi`` are the features (P, L, n), whitened already where embeddings are frozen."""
-    K1 = jnp.einsum("pai,ij,pbj->pab", psi, M1, psi)
-    A1 = attend(K1, activation, causal)
-    h1 = A1 @ psi
-    parts = {"h0": psi, "h1": h1}
-    A2 = None
-    if M2 is not None:
-        zeta = jnp.concatenate([psi, h1], axis=-1)
-        K2 = jnp.einsum("pai,ij,pbj->pab", zeta, M2, zeta)
-        A2 = attend(K2, activation, causal)
-        parts["h2"] = A2 @ zeta
-    return jnp.concatenate([parts[s] for s in readout], axis=-1), A1, A2
-
-
 def _targets(task, tokens):
     """(y, rows): targets (P, L, V) and the positions that carry one, (L,) bool (concrete, so
     that indexing by it traces)."""
@@ -122,39 +89,6 @@ def _targets(task, tokens):
     if _is_causal(task):
         return task.targets(tokens), np.asarray(task.target_mask)
     return algebra.targets(tokens, task.V), np.ones(L, dtype=bool)
-
-
-def induction_scores(A1, A2, tokens, V: int) -> dict[str, jax.Array]:
-    """The order parameters of the two causal layers, from the patterns over a dataset.
-
-    Layer 1 (``A1``, (P, L, L)), projected as the one-layer copy score is but on the causal
-    triangle: ``uniform1`` = L x the mean entry off the previous-token line, ``copy1`` = L x (the
-    mean previous-token entry A1[a, a-1] minus it). Layer 2 (``A2``): ``induction2``, the attention
-    mass on the positions b whose previous token equals the query's token (x[b-1] = x[a]), averaged
-    over the queries that have one; ``induction2_excess``, that minus the share of such positions
-    among those visible (0 for uniform attention, near 1 for an induction head); ``uniform2`` = L x
-    the mean entry off those matches. The in-context-unigram strategy is uniform pooling read
-    through the token block, so its score is the uniform score of the layer that pools."""
-    P, L, _ = A1.shape
-    tri = jnp.tril(jnp.ones((L, L), dtype=bool))
-    prev = jnp.eye(L, k=-1, dtype=bool)
-    A1m = jnp.mean(A1, axis=0)
-    off1 = jnp.sum(jnp.where(tri & ~prev, A1m, 0.0)) / jnp.sum(tri & ~prev)
-    out = {"uniform1": L * off1, "copy1": L * (jnp.sum(jnp.where(prev, A1m, 0.0)) / (L - 1) - off1)}
-    if A2 is None:
-        return out
-    t = jnp.asarray(tokens)
-    before = jnp.concatenate([jnp.full_like(t[:, :1], -1), t[:, :-1]], axis=1)  # x[b-1], -1 at b=0
-    match = (before[:, None, :] == t[:, :, None]) & tri  # (P, a, b)
-    has = jnp.any(match, axis=-1)
-    mass = jnp.sum(jnp.where(match, A2, 0.0), axis=-1)
-    share = jnp.sum(match, axis=-1) / jnp.arange(1, L + 1)
-    n_has = jnp.maximum(jnp.sum(has), 1)
-    out["induction2"] = jnp.sum(jnp.where(has, mass, 0.0)) / n_has
-    out["induction2_excess"] = jnp.sum(jnp.where(has, mass - share, 0.0)) / n_has
-    rest = tri & ~match
-    out["uniform2"] = L * jnp.sum(jnp.where(rest, A2, 0.0)) / jnp.maximum(jnp.sum(rest), 1)
-    return out
 
 
 def _record(A1, A2, tokens, task, activation: str) -> None:
