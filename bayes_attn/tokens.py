@@ -116,10 +116,36 @@ def _num(x: float) -> str:
 # Sampling kernels (jitted; shapes static)
 
 
+#: up to this V the inverse CDF compares u with every cumulative value; above it, binary search
+LINEAR_SEARCH_MAX_V = 8
+
+
 def _inverse_cdf(cdf, u):
     """Index k with cdf[k-1] <= u < cdf[k]: the count of the first V-1 cumulative values <= u
-    (never V, whatever rounding left in the last one)."""
-    return jnp.sum(cdf[..., :-1] <= u[..., None], axis=-1, dtype=jnp.int32)
+    (never V, whatever rounding left in the last one). ``cdf`` is (V,) or u's shape + (V,). Above
+    ``LINEAR_SEARCH_MAX_V`` by :func:`_search` (the same index: ``cdf`` is non-decreasing)."""
+    V = cdf.shape[-1]
+    if V <= LINEAR_SEARCH_MAX_V:
+        return jnp.sum(cdf[..., :-1] <= u[..., None], axis=-1, dtype=jnp.int32)
+    if cdf.ndim == 1:
+        return _search(lambda m: cdf[m], u, V)
+    return _search(lambda m: jnp.take_along_axis(cdf, m[..., None], axis=-1)[..., 0], u, V)
+
+
+def _search(value_at, u, V: int):
+    """The count of the first V-1 values of a non-decreasing sequence that are <= u, by
+    ceil(log2 V) halvings of [lo, hi] (each one gather of ``value_at(mid)``, mid <= V-2, per
+    element): the linear count's index, bit for bit, at log2 V instead of V-1 comparisons and no
+    (..., V) row in memory (at V = 64 the row gather of a chain step was most of its time)."""
+    lo = jnp.zeros(u.shape, jnp.int32)
+    hi = jnp.full(u.shape, V - 1, jnp.int32)
+    for _ in range(math.ceil(math.log2(V))):
+        mid = (lo + hi) // 2
+        active = lo < hi
+        right = value_at(jnp.where(active, mid, 0)) <= u
+        lo = jnp.where(active & right, mid + 1, lo)
+        hi = jnp.where(active & ~right, mid, hi)
+    return lo
 
 
 def stationary(T):
@@ -160,9 +186,17 @@ def _chain(key, start_cdf, cum, P: int, L: int):
     x0 = _inverse_cdf(start_cdf, jax.random.uniform(keys[0], (P,), dtype=dtype))
     shared = cum.ndim == 2
 
+    V = cum.shape[-1]
+    rows_P = jnp.arange(P)
+
     def step(x, k):
-        rows = cum[x] if shared else jnp.take_along_axis(cum, x[:, None, None], axis=1)[:, 0]
-        nxt = _inverse_cdf(rows, jax.random.uniform(k, (P,), dtype=dtype))
+        u = jax.random.uniform(k, (P,), dtype=dtype)
+        if V > LINEAR_SEARCH_MAX_V:  # gather one cumulative value per halving, not the row
+            at = (lambda m: cum[x, m]) if shared else (lambda m: cum[rows_P, x, m])
+            nxt = _search(at, u, V)
+        else:
+            rows = cum[x] if shared else jnp.take_along_axis(cum, x[:, None, None], axis=1)[:, 0]
+            nxt = _inverse_cdf(rows, u)
         return nxt, nxt
 
     _, rest = jax.lax.scan(step, x0, keys[1:])

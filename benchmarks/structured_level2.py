@@ -136,6 +136,45 @@ def equal_action(task, hyper, pools, P2, rel=(0.88, 0.94, 1.0, 1.06, 1.12)):
     return out
 
 
+def token_dependent(task, hyper, n_sample: int, P_soft, P_lin=P_LINEAR, sample_key: int = 10):
+    """The token-dependent Level 2 (:mod:`bayes_attn.theory.token_dependent`, the EK average of
+    Level 1's action over the whole M): linear with exact moments along ``P_lin`` (start: the
+    minimum-norm M of the (c1, cG) saddle of the chain's stationary law); softmax with the Monte
+    Carlo moments of ``n_sample`` sequences (``PRNGKey(sample_key)``) on ``P_soft``, from M = 0 (weak) and from the
+    minimum-norm M of the i.i.d. strong saddle at 1.3 P (strong), then the exact moments of the
+    minimum at each P against the Monte Carlo ones (the data term's relative difference)."""
+    from bayes_attn.theory import token_dependent as td
+
+    out = {"linear": [], "softmax": []}
+    for P in P_lin:
+        K0 = st._iid_start(task, hyper, float(P), "linear")
+        _, val, o = td.minimum(task, hyper, P, "linear", min_norm(task, K0))
+        out["linear"].append(dict(P=P, action=val, **o))
+        print("linear", out["linear"][-1], flush=True)
+    sample = task.sample(jax.random.PRNGKey(sample_key), n_sample)
+    law = td.chain_law(task.tokens, task.V)
+    zero = np.zeros((task.n_features,) * 2)
+    prev_w = None
+    for P in P_soft:
+        strong0 = min_norm(task, st._iid_start(task, hyper, 1.3 * float(P), "softmax"))
+        w = td.minimum(task, hyper, P, "softmax", zero if prev_w is None else prev_w, sample=sample)
+        s = td.minimum(task, hyper, P, "softmax", strong0, sample=sample)
+        prev_w = w[0]
+        row = dict(P=P, weak=w[2], strong=s[2], action_weak=w[1], action_strong=s[1])
+        if abs(s[2]["cG"] - w[2]["cG"]) < 0.1 * max(1.0, abs(s[2]["cG"])):
+            best = w if w[1] <= s[1] else s
+            exact = td.moments(best[0], law, "softmax", td.STUDY)
+            mc = td.moments_sampled(best[0], sample, task.V, "softmax")
+            ex = float(td.data_term(exact, P, hyper.sigma2, hyper.g_o))
+            row["data_rel_mc_vs_exact"] = (
+                float(td.data_term(mc, P, hyper.sigma2, hyper.g_o)) / ex - 1
+            )
+            row["aG_exact_moments"] = float(algebra.project(exact.A_bar[None])["cG"])
+        out["softmax"].append(row)
+        print("softmax", row, flush=True)
+    return out
+
+
 def table(paths):
     """The markdown rows of docs/validation.md from the JSON files of earlier runs."""
     for path in paths:
@@ -156,7 +195,12 @@ def main():
     ap.add_argument("tokens", nargs="+")
     ap.add_argument("--table", action="store_true", help="print the tables of the JSON files given")
     ap.add_argument("--out")
-    ap.add_argument("--part", choices=("all", "level2", "along", "equal"), default="all")
+    ap.add_argument("--part", choices=("all", "level2", "along", "equal", "tokendep"),
+                    default="all")  # fmt: skip
+    ap.add_argument("--n-sample", type=int, default=2000, help="tokendep: Monte Carlo sequences")
+    ap.add_argument("--P-soft", default="260,280,290,300,320", help="tokendep: softmax P grid")
+    ap.add_argument("--P-lin", default="60,200,400,600", help="tokendep: linear P grid")
+    ap.add_argument("--sample-key", type=int, default=10, help="tokendep: the sample's key")
     ap.add_argument("--keys", default="0,1,2", help="the pools' keys (comma-separated)")
     ap.add_argument("--P2", type=float, help="Level 2's softmax P* (skips computing it)")
     ap.add_argument("--rel", default="0.88,0.94,1,1.06,1.12", help="the equal-action grid / P2")
@@ -166,6 +210,15 @@ def main():
     task = CopyTask(25, 5, tokens=parse_tokens(a.tokens[0]))
     hyper = Hyper.paper()
     res = {"tokens": a.tokens[0]}
+    if a.part == "tokendep":
+        grid = lambda x: tuple(float(v) for v in x.split(",") if v)  # noqa: E731
+        res["tokendep"] = token_dependent(
+            task, hyper, a.n_sample, grid(a.P_soft), grid(a.P_lin), a.sample_key
+        )
+        if a.out:
+            with open(a.out, "w") as fh:
+                json.dump(res, fh, indent=1, default=float)
+        return
     if a.P2:
         P2 = a.P2
     elif isinstance(task.tokens, Markov):

@@ -413,3 +413,24 @@ def test_cli_sample_kernel_with_tokens_end_to_end(capsys, tmp_path):
     from bayes_attn.inference.record import header
 
     assert "tokens markov:alpha=0.3,seed=2" in header(attrs)
+
+
+def test_binary_search_inverse_cdf_is_the_linear_count():
+    """Above LINEAR_SEARCH_MAX_V the inverse CDF halves instead of comparing with every
+    cumulative value: the same index bit for bit (u at every cumulative value, just below 1 and
+    random; one shared CDF and one per element), so the draws at large V are unchanged."""
+    import jax.numpy as jnp
+
+    from bayes_attn.tokens import LINEAR_SEARCH_MAX_V, _inverse_cdf
+
+    rng = np.random.default_rng(0)
+    for V in (LINEAR_SEARCH_MAX_V + 1, 64, 100):
+        cdf = jnp.asarray(np.cumsum(rng.dirichlet(np.full(V, 0.3))))
+        u = jnp.concatenate(
+            [cdf, jnp.asarray(rng.uniform(size=2000)), jnp.asarray([0.0, 1 - 1e-16])]
+        )
+        linear = jnp.sum(cdf[:-1] <= u[:, None], axis=-1, dtype=jnp.int32)
+        np.testing.assert_array_equal(_inverse_cdf(cdf, u), linear)
+        rows = jnp.asarray(np.cumsum(rng.dirichlet(np.full(V, 0.5), size=u.shape[0]), axis=-1))
+        linear = jnp.sum(rows[:, :-1] <= u[:, None], axis=-1, dtype=jnp.int32)
+        np.testing.assert_array_equal(_inverse_cdf(rows, u), linear)
