@@ -12,7 +12,13 @@ import xarray as xr
 from bayes_attn import algebra
 from bayes_attn._validation import check_positive
 
-__all__ = ["above_theory_warning", "classify_minima", "ensemble_summary", "final_state"]
+__all__ = [
+    "above_theory_warning",
+    "classify_minima",
+    "ensemble_summary",
+    "final_state",
+    "largest_rise",
+]
 
 log = logging.getLogger("bayes_attn")
 
@@ -133,3 +139,14 @@ def ensemble_summary(ds: xr.Dataset) -> xr.Dataset:
         log.warning("%s", warning)
         attrs["warning"] = warning
     return xr.Dataset(data, coords={"selection": ["unfiltered", "filtered"]}, attrs=attrs)
+
+
+def largest_rise(values) -> int:
+    """The index k of the grid interval [k, k + 1] over which ``values`` (an ensemble mean along
+    a P grid, say aG) rises most; intervals with a NaN end are skipped.
+
+    Raises ValueError naming ``values`` when no interval has two finite ends."""
+    rise = np.diff(np.asarray(values, dtype=float))
+    if not np.isfinite(rise).any():
+        raise ValueError("largest_rise: values has no two neighbouring finite entries")
+    return int(np.nanargmax(rise))

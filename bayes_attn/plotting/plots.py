@@ -11,11 +11,22 @@ face of the plots; the bodies live by concept, one import away:
   ``posteriors_across``, ``phase_weight_curve``, ``order_parameters``, ``action_landscapes``,
   ``hysteresis_loop``, ``precursors``);
 * :mod:`bayes_attn.plotting.runs`: the plots of ``bayes-attn diagnose`` (``run_title``,
-  ``trace``, ``adam_loss``, ``sweep_curves``, ``llc_calibration``, ``landscape_profile``).
+  ``trace``, ``adam_loss``, ``sweep_curves``, ``llc_calibration``, ``landscape_profile``);
+* :mod:`bayes_attn.plotting.studies`: the study figures of docs/validation.md, which the scripts
+  of ``docs/scripts/`` draw (``llc_against_P``, ``llc_phases_profile``, ``free_energy_scan``,
+  ``linear_profiles``, ``tokens_pstar``, ``pstar_scaling``, ``protocol_widths``,
+  ``frozen_protocol``);
+* :mod:`bayes_attn.plotting.induction`: the induction-head study figures (``induction_across_P``,
+  ``induction_patterns``, ``induction_training``).
 """
 
 from __future__ import annotations
 
+from bayes_attn.plotting.induction import (
+    induction_across_P,
+    induction_patterns,
+    induction_training,
+)
 from bayes_attn.plotting.posteriors import (
     action_landscapes,
     hysteresis_loop,
@@ -33,6 +44,16 @@ from bayes_attn.plotting.runs import (
     sweep_curves,
     trace,
 )
+from bayes_attn.plotting.studies import (
+    free_energy_scan,
+    frozen_protocol,
+    linear_profiles,
+    llc_against_P,
+    llc_phases_profile,
+    protocol_widths,
+    pstar_scaling,
+    tokens_pstar,
+)
 from bayes_attn.plotting.transition import (
     BOUNDARY_WORDS,
     END_POINT_CAPTION,
@@ -48,7 +69,15 @@ __all__ = [
     "adam_loss",
     "attention_and_loss",
     "broken_at",
+    "free_energy_scan",
+    "frozen_protocol",
+    "linear_profiles",
+    "llc_against_P",
+    "llc_phases_profile",
     "hysteresis_loop",
+    "induction_across_P",
+    "induction_patterns",
+    "induction_training",
     "landscape_profile",
     "llc_calibration",
     "order_parameter_transition",
@@ -57,7 +86,10 @@ __all__ = [
     "posterior_panel",
     "posteriors_across",
     "precursors",
+    "protocol_widths",
+    "pstar_scaling",
     "run_title",
     "sweep_curves",
+    "tokens_pstar",
     "trace",
 ]

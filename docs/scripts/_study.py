@@ -1,39 +1,14 @@
-"""What the drawing scripts share: a study's result file read back (a sweep file of ``bayes-attn
-sweep``, or an older file of the same variables), with its single-valued grid axes dropped; its
-settings and preset; pyplot on Agg; the loss-filtered ensemble mean of a protocol file."""
+"""What the drawing scripts share: a study's result file read back
+(:mod:`bayes_attn.experiments.results`), pyplot on Agg, a figure saved and the command line's
+parser."""
 
-import json
+import argparse
+from pathlib import Path
 
-import xarray as xr
+from bayes_attn.experiments.results import filtered, open_study, options, setting
+from bayes_attn.experiments.results import study_preset as preset
 
-
-def open_study(path, keep=()) -> xr.Dataset:
-    """The file at ``path`` in memory, its axes of one value (L, V, seed, ...) squeezed out
-    unless named in ``keep``."""
-    ds = xr.load_dataset(path, engine="h5netcdf")
-    return ds.squeeze([d for d in ("L", "V", "seed") if d in ds.dims
-                       and ds.sizes[d] == 1 and d not in keep])  # fmt: skip
-
-
-def options(ds) -> dict:
-    """The settings of the sweep that wrote ``ds`` (its config's options); {} for other files."""
-    return json.loads(ds.attrs["config"])["options"] if "config" in ds.attrs else {}
-
-
-def setting(ds, name, default=None):
-    """A setting of the run: the sweep's option, else the file's attr of that name."""
-    return options(ds).get(name, ds.attrs.get(name, default))
-
-
-def preset(ds):
-    """(task, hyper) of the run that wrote ``ds``: a sweep's config (its first L and V), else the
-    preset in the attrs (:func:`bayes_attn.task.preset_from_attrs`)."""
-    from bayes_attn.task import CopyTask, Hyper, preset_from_attrs
-
-    if "config" not in ds.attrs:
-        return preset_from_attrs(ds.attrs)
-    cfg = json.loads(ds.attrs["config"])
-    return CopyTask(cfg["L"][0], cfg["V"][0], cfg["tokens"]), Hyper(**cfg["hyper"])
+__all__ = ["arguments", "filtered", "open_study", "options", "preset", "pyplot", "save", "setting"]
 
 
 def pyplot():
@@ -46,9 +21,13 @@ def pyplot():
     return plt
 
 
-def filtered(ds, name, keep=None):
-    """(mean, sd, count) over ``member`` of ``ds[name]`` on the members that pass the loss filter
-    (``keep``, default the file's ``global_min``, as the protocol recorded it)."""
-    keep = ds.global_min > 0.5 if keep is None else keep
-    x = ds[name].where(keep)
-    return x.mean("member"), x.std("member"), keep.sum("member")
+def save(fig, path, dpi):
+    """Write ``fig`` to ``path`` (its folder made) and say so."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    print("wrote", path)
+
+
+def arguments(doc: str) -> argparse.ArgumentParser:
+    """The command line's parser, described by the first line of the script's docstring."""
+    return argparse.ArgumentParser(description=doc.splitlines()[0])

@@ -11,10 +11,11 @@ and the Level-2 theory, from the files of ``bayes_attn/configs/frozen_protocol.t
 Prints the table and draws ``exact_widths.png``.
 """
 
-import argparse
 import pathlib
 
-from _study import filtered, open_study, pyplot, setting
+from _study import arguments, filtered, open_study, pyplot, setting
+
+from bayes_attn.plotting.studies import frozen_protocol
 
 
 def _cell(ds, var, keep, extra=None):
@@ -50,39 +51,13 @@ def table(runs, explicit):
 
 
 def figure(runs, explicit, path):
-    plt = pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), constrained_layout=True, sharex=True)
-    ref = next(iter(runs.values()))
-    for i, act in enumerate(ref.activation.values):
-        names = ("ĉ1", "ĉG") if act == "linear" else ("â1", "âG")
-        for row, (var, label) in enumerate(zip(("c1", "cG"), names, strict=True)):
-            ax, Ps = axes[row, i], ref.P.values
-            ax.plot(Ps, ref[f"theory_{var}"].values[i], "k-", lw=1.5, label="Level 2 (theory)")
-            for (d, ds), marker in zip(runs.items(), ("s", "o", "^", "v"), strict=False):
-                ds = ds.isel(activation=i)
-                keep = ds.exact_global_min > 0.5
-                m, sd, _ = filtered(ds, f"exact_{var}", keep)
-                ax.errorbar(Ps, m, sd, marker=marker, ls="none", ms=5, capsize=2, mfc="none",
-                            label=f"exact MAP, d = {d} (frozen embeddings)")  # fmt: skip
-                if f"exact_post_{var}" in ds:
-                    m, sd, _ = filtered(ds, f"exact_post_{var}", keep)
-                    ax.errorbar(Ps * 1.04, m, sd, marker=marker, ls="none", ms=4, capsize=2,
-                                color="C2", label=f"exact posterior mean, d = {d} (NUTS)")  # fmt: skip
-            if explicit is not None:
-                m, sd, _ = filtered(explicit.isel(activation=i), f"adam_{var}")
-                ax.errorbar(Ps, m, sd, marker="x", ls="none", ms=6, capsize=2, color="C3",
-                            label=f"Adam, d = {explicit.attrs['d_model']} (explicit)")  # fmt: skip
-            ax.set(xscale="log", ylabel=label, **({"title": f"{act} attention (Table 1, σ² = 30)"}
-                   if row == 0 else {"xlabel": "training sequences P"}))  # fmt: skip
-            if row == 0 and i == 0:
-                ax.legend(fontsize=8, title="members past the loss filter: mean ± sd",
-                          title_fontsize=8)  # fmt: skip
-    fig.savefig(path, dpi=130)
+    pyplot()
+    frozen_protocol(runs, explicit).savefig(path, dpi=130)
     print(f"wrote {path}")
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__)
     ap.add_argument("files", nargs="+", help="the frozen sweeps' files, one per width")
     ap.add_argument("--explicit", default="docs/figures/paper/protocol.nc")
     ap.add_argument("--out", default="docs/figures/paper")

@@ -22,12 +22,11 @@ import numpy as np
 import bayes_attn as ba
 from bayes_attn import _arviz as az
 from bayes_attn.analysis.free_energy import landscape_report
-from bayes_attn.experiments.llc_studies import CENTRES, PHASES
+from bayes_attn.experiments.llc_studies import PHASES
+from bayes_attn.experiments.results import options
 from bayes_attn.experiments.sweep import load_sweep
+from bayes_attn.plotting.studies import llc_phases_profile
 from bayes_attn.theory.modes import phase_boundary
-
-WHAT = {"map": "MAP (weight decay's minimum)", "mode": "mode of the gate's density",
-        "start": "phase start (no mode)"}  # fmt: skip
 
 
 def difference(ds, basin=False):
@@ -79,53 +78,19 @@ def read_profile(path, P):
 
 
 def figure(ds, prof, P, o, path):
-    import matplotlib.pyplot as plt
-
-    q, F, se = prof.q.values, prof.F.values - np.nanmin(prof.F.values), prof.F_se.values
-    fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    ax.fill_between(q, F - 2 * se, F + 2 * se, color="C0", alpha=0.25, lw=0)
-    ax.plot(q, F, "C0-", label="F(aG) of the posterior (umbrella + MBAR, ± 2 s.e.)")
-    modes = np.atleast_1d(prof.attrs.get("mode_q", []))
-    for i, m in enumerate(modes):
-        ax.axvline(m, color="0.45", ls=":", lw=1.2, label=None if i else "modes of the posterior "
-                   "density over M (readout integrated out): " + ", ".join(f"{v:.2f}" for v in modes))  # fmt: skip
-    for ph, col in zip(ds.phase.values, ("C2", "C3"), strict=True):
-        r = ds.sel(phase=ph)
-        ax.axvline(float(r.aG_star), color=col, ls="--", lw=1.2, label=f"{ph} centre: "
-                   f"{WHAT[CENTRES[int(r.centre)]]}, aG = {float(r.aG_star):.2f}")  # fmt: skip
-    text = ["TI of the exact LLC, localized at each centre (γ = {:g}, prior, β = 1):\nF_strong − "
-            "F_weak = {:.1f} ± {:.1f} (quadrature check {:.1f}) nats".format(o["gamma"],
-                                                                           *difference(ds))]  # fmt: skip
-    if "loc_g" in ds:
-        text.append("the same with the localization taken away (TI over γ):\nF_strong − F_weak = "
-                    "{:.1f} ± {:.1f} (quadrature checks {:.1f}) nats".format(*difference(ds, True)))  # fmt: skip
-    divide, two = float(prof.divide), np.atleast_1d(prof.q_minimum.values).size > 1
-    text.append(f"posterior: log P(aG < {divide:.2f}) − log P(aG > {divide:.2f}) = "
-                f"{float(prof.delta_F):.1f} ± {float(prof.delta_F_se):.1f} nats\n"
-                f"(the divide: {'the profile' if two else 'Level 2'}'s barrier at this P)")  # fmt: skip
-    ax.axvline(divide, color="0.6", lw=0.8)
-    ax.text(0.98, 0.04, "\n".join(text), transform=ax.transAxes, ha="right", va="bottom",
-            fontsize=8, bbox={"facecolor": "white", "edgecolor": "0.7"})  # fmt: skip
-    ax.set(xlabel="aG (copy order parameter)", ylabel="F(aG) − min F (nats)")
-    ax.set_title(f"softmax, P = {P}, frozen embeddings d = {o['d_model']} (seed 0): the "
-                 "posterior's F(aG) and the LLC's ΔF", fontsize=10)  # fmt: skip
-    ax.set_ylim(top=1.5 * np.nanmax(F + 2 * se))  # room for the legend above the curve
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    basin = difference(ds, basin=True) if "loc_g" in ds else None
+    llc_phases_profile(ds, prof, P, o, difference(ds), basin).savefig(path, dpi=120)
     print(f"figure: {path}")
 
 
 if __name__ == "__main__":
-    import json
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file", type=Path, help="an llc_phases sweep file")
     ap.add_argument("--profile", type=Path, help="the posterior's profile (a landscape file)")
     ap.add_argument("--figure", type=Path, help="needs --profile")
     a = ap.parse_args()
     sweep = load_sweep(a.file)
-    opts = json.loads(sweep.attrs["config"])["options"]
+    opts = options(sweep)
     for P in sweep.P.values[sweep.done.any(dim=("activation", "L", "V", "seed")).values]:
         ds = sweep.sel(P=P).isel(activation=0, L=0, V=0, seed=0).assign_coords(phase=list(PHASES))
         summary(ds, int(P), opts["gamma"])

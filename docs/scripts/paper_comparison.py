@@ -13,12 +13,11 @@ docs/figures/paper/widths_d64.nc docs/figures/paper/widths_d256.nc docs/figures/
 ``python docs/scripts/paper_comparison.py --table docs/figures/paper/protocol.nc``.
 """
 
-import argparse
-
 import numpy as np
-from _study import filtered, open_study
+from _study import arguments, filtered, open_study
 
 import bayes_attn as ba
+from bayes_attn.analysis.ensembles import largest_rise
 from bayes_attn.theory import global_saddle, phase_boundaries
 
 
@@ -42,9 +41,7 @@ def net(ds, act, P, name, stage="adam"):
     """Filtered ensemble mean of ``{stage}_{name}`` at (act, P), or nan if P is not in ds."""
     if P not in ds.P.values:
         return np.nan
-    sub = ds.sel(activation=act, P=P)
-    keep = sub.global_min > 0.5 if "global_min" in sub else True
-    return float(sub[f"{stage}_{name}"].where(keep).mean("member"))
+    return float(filtered(ds.sel(activation=act, P=P), f"{stage}_{name}")[0])
 
 
 def fmt(x, nd=3):
@@ -64,7 +61,7 @@ def jump(ds, act="softmax"):
     Ps = sub.P.values
     aG = np.array([net(ds, act, P, "cG") for P in Ps])
     loss = np.array([net(ds, act, P, "train_loss") for P in Ps])
-    k = int(np.nanargmax(np.diff(aG)))
+    k = largest_rise(aG)
     return Ps[k], Ps[k + 1], aG[k], aG[k + 1], loss[k], loss[k + 1]
 
 
@@ -142,7 +139,7 @@ def transition_rows(ds, widths, row):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("protocol")
     parser.add_argument("widths", nargs="*")
     parser.add_argument("--table", action="store_true", help="the protocol's table instead")

@@ -10,10 +10,8 @@ From the files of ``bayes_attn/configs/precursors_{linear,softmax}.toml``:
 Prints the tables and writes docs/figures/precursors.png (``--fig``).
 """
 
-import argparse
-
 import numpy as np
-from _study import open_study, options, pyplot
+from _study import arguments, open_study, options, pyplot
 
 import bayes_attn as ba
 from bayes_attn.plotting import plots
@@ -32,7 +30,7 @@ def per_chi(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = arguments(__doc__)
     ap.add_argument("linear")
     ap.add_argument("softmax")
     ap.add_argument("--fig", default="docs/figures/precursors.png")

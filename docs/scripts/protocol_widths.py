@@ -9,11 +9,11 @@ markdown table of the gaps to the Level-2 saddle and where each network jumps or
 Run: ``python docs/scripts/protocol_widths.py docs/figures/paper/widths_d64.nc ...widths_d256.nc ...``
 """
 
-import argparse
-
 import numpy as np
-from _study import filtered, open_study, preset, pyplot, setting
+from _study import arguments, filtered, open_study, preset, pyplot, setting
 
+from bayes_attn.analysis.ensembles import largest_rise
+from bayes_attn.plotting.studies import protocol_widths
 from bayes_attn.theory import phase_diagram
 
 
@@ -27,9 +27,9 @@ def jump_and_crossover(ds):
                       for q in ("c1", "cG"))  # fmt: skip
             P = sub.P.values
             if act == "softmax":
-                rise = np.diff(cG.values)
-                k = int(np.nanargmax(rise))
-                out[(act, stage)] = f"aG rises most between P = {P[k]} and {P[k + 1]} (by {rise[k]:.3f})"  # fmt: skip
+                v = cG.values
+                k = largest_rise(v)
+                out[(act, stage)] = f"aG rises most between P = {P[k]} and {P[k + 1]} (by {v[k + 1] - v[k]:.3f})"  # fmt: skip
             else:
                 over = np.nonzero(cG.values > c1.values + 0.01)[0]
                 out[(act, stage)] = f"cG > c1 from P = {P[over[0]]}" if over.size else "cG < c1 at every P"  # fmt: skip
@@ -37,30 +37,12 @@ def jump_and_crossover(ds):
 
 
 def figure(runs, path):
-    first, plt = next(iter(runs.values())), pyplot()
+    first, _ = next(iter(runs.values())), pyplot()
     task, hyper = preset(first)
     Pf = np.geomspace(1, 3000, 200)
-    acts = list(first.activation.values)
-    fig, axes = plt.subplots(len(acts), 2, figsize=(10, 4 * len(acts)), squeeze=False)
-    colors = plt.cm.viridis(np.linspace(0.1, 0.8, len(runs)))
-    for r, act in enumerate(acts):
-        th = phase_diagram(task, hyper, Pf, act, L=[task.L], boundaries=False).isel(L=0)
-        names = ("c1", "cG") if act == "linear" else ("a1", "aG")
-        for c, (name, v) in enumerate(zip(names, ("c1", "cG"), strict=True)):
-            ax, sub = axes[r, c], first.sel(activation=act)
-            ax.plot(Pf, th[name], "k-", lw=1.5, label="Level 2 saddle")
-            if np.isfinite(sub[f"level1_{v}"]).any():
-                ax.plot(sub.P, sub[f"level1_{v}"], "kx", ms=7, label="Level 1 MAP")
-            for color, (d, ds) in zip(colors, runs.items(), strict=True):
-                s = ds.sel(activation=act)
-                m, sd, _ = filtered(s, f"adam_{v}")
-                ax.errorbar(s.P, m, sd, fmt="o", color=color, ms=4, capsize=2, label=f"Adam d={d}")
-                ax.plot(s.P, filtered(s, f"sgld_{v}")[0], "s", mfc="none", color=color, ms=6,
-                        label=f"SGLD d={d}")  # fmt: skip
-            ax.set(xscale="log", xlabel="P", ylabel=name, title=f"{act}: {name}", xlim=(1, 3000))
-        axes[r, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    theory = {act: (Pf, phase_diagram(task, hyper, Pf, act, L=[task.L], boundaries=False).isel(L=0))
+              for act in first.activation.values}  # fmt: skip
+    protocol_widths(runs, theory).savefig(path, dpi=120)
     print(f"wrote {path}\n")
 
 
@@ -98,7 +80,7 @@ def table(runs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("files", nargs="+")
     parser.add_argument("--fig", default="docs/figures/paper/protocol_widths.png")
     args = parser.parse_args()

@@ -13,29 +13,20 @@ Run: ``.venv/bin/python docs/scripts/scaling_figure.py [--grid PATH] [--level1 [
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import xarray as xr
+from _study import arguments, pyplot
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-
-import bayes_attn as ba  # noqa: E402
-from bayes_attn.theory import scaling  # noqa: E402
+import bayes_attn as ba
+from bayes_attn.plotting.studies import pstar_scaling
+from bayes_attn.theory import scaling
 
 OUT = Path("docs/figures/scaling")
-STYLE = {
-    "second_order": dict(ls="-", label="second order"),
-    "crossover": dict(ls="--", label="crossover"),
-    "first_order": dict(ls="-", label="first order"),
-    "spinodal_lower": dict(ls=":", label="spinodals"),
-    "spinodal_upper": dict(ls=":", label=None),
-}
-FITS = [(v, r, r == "all") for v in STYLE for r in ("all", "long", "wide")]
+FITS = [(v, r, r == "all") for vs in scaling.TRANSITIONS.values() for v in vs
+        for r in ("all", "long", "wide")]  # fmt: skip
 CORNERS = [(4, 2), (256, 2), (4, 512), (256, 512)]
 SEEDS = (0, 1, 2)
 
@@ -74,62 +65,24 @@ def level1_table(ds, corners, Ps):
 
 
 def draw(ds, path):
-    fig, axes = plt.subplots(2, 2, figsize=(10, 8), constrained_layout=True)
-    Vsel = ds["V"].values[[0, 4, 8, 11]]
-    Lsel = ds["L"].values[[0, 4, 8, 11]]
-    colours = plt.cm.viridis(np.linspace(0, 0.85, 4))
-    for row, (act, vars_) in enumerate(scaling.TRANSITIONS.items()):
-        for col, (axis, sel) in enumerate((("L", Vsel), ("V", Lsel))):
-            ax = axes[row, col]
-            other = "V" if axis == "L" else "L"
-            for k, val in enumerate(sel):
-                for var in vars_:
-                    line = ds[var].sel({other: val})
-                    style = dict(STYLE[var])
-                    style["label"] = f"{other} = {val}" if var == vars_[0] else None
-                    ax.plot(ds[axis], line, color=colours[k], marker=".", **style)
-            ax.set(xscale="log", yscale="log", xlabel=axis, ylabel="P*")
-            ax.legend(fontsize=7, loc="upper left")
-            kinds = ", ".join(
-                f"{STYLE[v]['label']} ({STYLE[v]['ls']})" for v in vars_ if STYLE[v]["label"]
-            )
-            ax.set_title(f"{act}: P* against {axis}; {kinds}", fontsize=9)
-            _slopes(ax, ds, act, axis)
-    fig.suptitle(
-        "Level 2, uniform tokens, Table-1 scales (σ² = 30, g_W = g_O = 1); "
-        "slopes in the titles: derived (linear, second order), fitted (softmax, first order)",
-        fontsize=9,
-    )
-    fig.savefig(path, dpi=120)
+    """:func:`bayes_attn.plotting.studies.pstar_scaling`: the derived second-order exponents
+    (linear), the fitted first-order ones (softmax) in the titles."""
+    fits = {r: scaling.fit_exponents(ds, "first_order", r) for r in ("long", "wide")}
+    slopes = {"linear": ("derived", {r: scaling.ASYMPTOTIC[r] for r in ("long", "wide")}),
+              "softmax": ("fit", {r: (f["b"][0], f["c"][0]) for r, f in fits.items()})}  # fmt: skip
+    pstar_scaling(ds, slopes).savefig(path, dpi=120)
     print(f"wrote {path}")
 
 
-def _slopes(ax, ds, act, axis):
-    """Slope triangles: the derived second-order exponents, the fitted first-order ones."""
-    if act == "linear":
-        slopes = {"long": scaling.ASYMPTOTIC["long"], "wide": scaling.ASYMPTOTIC["wide"]}
-        tag = "derived"
-    else:
-        slopes = {r: _fit_bc(ds, "first_order", r) for r in ("long", "wide")}
-        tag = "fit"
-    k = 0 if axis == "L" else 1
-    text = ", ".join(f"{r}: {s[k]:+.2f}" for r, s in slopes.items())
-    ax.set_title(f"{ax.get_title()}\n{tag} slope in {axis}: {text}", fontsize=9)
-
-
-def _fit_bc(ds, var, region):
-    f = scaling.fit_exponents(ds, var, region)
-    return f["b"][0], f["c"][0]
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arguments(__doc__)
     parser.add_argument("--grid", help="read this pstar_grid result instead of computing it")
     parser.add_argument("--level1", action="store_true", help="also the Level-1 corner checks")
     parser.add_argument("--P", default="100", help="comma-separated dataset sizes for --level1")
     parser.add_argument("--corners", default="4x2,256x2,4x512,256x512", help="LxV,... for --level1")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
+    pyplot()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.grid:

@@ -25,14 +25,14 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
-from _study import open_study, options, preset, pyplot
+from _study import open_study, options, preset, pyplot, save
 
+from bayes_attn.plotting.studies import pstar_per_x, tokens_pstar
 from bayes_attn.theory import phase_boundaries
 from bayes_attn.tokens import Markov, Zipf, parse_tokens
 
 FIGURE = Path(__file__).parents[1] / "figures" / "tokens" / "pstar_tokens.png"
 STARTS = ["uniform", "copy", "diagonal"]  # bayes_attn.experiments.tokens_study.STARTS
-LABEL = {"linear": "linear: second-order P*", "softmax": "softmax: equal-action P*"}
 
 
 def read(path):
@@ -49,6 +49,10 @@ def read(path):
             fam.append("zipf"), x.append(src.s if isinstance(src, Zipf) else 0.0), chain.append(0)
     ds = ds.assign_coords(source=specs, family=("source", fam), x=("source", x),
                           chain=("source", chain))  # fmt: skip
+    ds.attrs.update(gram_width=options(ds).get("gram_width", 0),
+                    aG_split=options(ds).get("aG_split", 2.0))  # fmt: skip
+    if "aG_hi" in ds:  # the global MAP's aG at the bracket's ends: no jump, one minimum only
+        ds["crossover"] = (ds.aG_hi - ds.aG_lo) < 1.0  # (the 1.0 that splits two minima)
     if "start" in ds.dims:
         ds = ds.assign_coords(start=STARTS)
     return ds
@@ -84,21 +88,6 @@ def level2(ds, softmax_chains: bool = False) -> dict:
     return out
 
 
-def per_x(ds, act):
-    """P* per value of s or alpha: (x, mean, sd, min, max, n) over datasets and chains."""
-    p = ds.pstar.sel(activation=act)
-    rows = []
-    for x in np.unique(ds.x.values):
-        v = p.where(ds.x == x, drop=True).values.ravel()
-        v = v[np.isfinite(v)]
-        if v.size:
-            rows.append((x, v.mean(), v.std(ddof=1) if v.size > 1 else 0.0, v.min(), v.max(),
-                         v.size))  # fmt: skip
-        else:
-            rows.append((x, np.nan, np.nan, np.nan, np.nan, 0))
-    return rows
-
-
 def _level2_cell(l2, ds, act, x) -> str:
     v = np.array([l2.get((act, spec), np.nan) for spec in ds.source.values[ds.x.values == x]])
     v = v[np.isfinite(v)]
@@ -117,14 +106,14 @@ def pstar_table(files, l2s=None) -> str:
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for j, ds in enumerate(files):
         l2 = (l2s or {}).get(j, {})
-        width = options(ds).get("gram_width", 0)
+        width = ds.attrs["gram_width"]
         level = f"network d = {width}" if width else "Level 1"
         fam = str(ds.family.values[0])
         name = "Zipf s" if fam == "zipf" else "chain α"
         cells = {}
         for act in ("linear", "softmax"):
             if act in ds.activation.values:
-                cells[act] = {r[0]: r for r in per_x(ds, act)}
+                cells[act] = {r[0]: r for r in pstar_per_x(ds, act)}
         for x in np.unique(ds.x.values):
             row = [f"{name} = {x:g}", level]
             n = max((c[x][5] for c in cells.values()), default=0)
@@ -141,65 +130,9 @@ def pstar_table(files, l2s=None) -> str:
 
 
 def figure(files, path=FIGURE, l2s=None):
-    """P*(s) and P*(alpha), both activations: every dataset and chain as a dot, the mean as a
-    line; Level 2 where it holds as crosses (its mean over chains dashed), and Level 2 for
-    uniform tokens dotted."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.8), sharey=True)
-    ref = level2_uniform(files[0])
-    for ax, fam in zip(axes, ("zipf", "markov"), strict=True):
-        for j, ds in enumerate(files):
-            if str(ds.family.values[0]) != fam:
-                continue
-            width = options(ds).get("gram_width", 0)
-            for k, act in enumerate(("linear", "softmax")):
-                if act not in ds.activation.values:
-                    continue
-                color = f"C{k}"
-                p = ds.pstar.sel(activation=act)
-                if not np.isfinite(p.values).any():  # a point not run yet
-                    continue
-                xs = ds.x.broadcast_like(p).transpose(*p.dims).values
-                jitter = 1.0 + 0.04 * (np.random.default_rng(0).random(p.shape) - 0.5)
-                xj = xs * jitter if fam == "markov" else xs + 0.03 * (jitter - 1.0) * 25
-                mark = "s" if width else "o"
-                ax.scatter(xj.ravel(), p.values.ravel(), s=10, color=color, alpha=0.45, marker=mark,
-                           lw=0)  # fmt: skip
-                rows = per_x(ds, act)
-                label = LABEL[act] + (f" (network d = {width})" if width else " (Level 1)")
-                means = [r[1] for r in rows]
-                ax.plot([r[0] for r in rows], means, color=color, marker=mark,
-                        ls="-." if width else "-", label=label)  # fmt: skip
-                l2 = (l2s or {}).get(j, {})
-                pts = [(x, l2[act, spec]) for spec, x in zip(ds.source.values, ds.x.values,
-                       strict=True) if np.isfinite(l2.get((act, spec), np.nan))]  # fmt: skip
-                if pts and not width:
-                    xs2, ys2 = np.array(pts).T
-                    ax.scatter(xs2, ys2, marker="x", s=22, color=color, lw=0.9)
-                    ux = np.unique(xs2)
-                    ax.plot(ux, [ys2[xs2 == u].mean() for u in ux], color=color, ls="--", lw=1,
-                            label=f"Level 2, these tokens ({act})")  # fmt: skip
-        for k, act in enumerate(("linear", "softmax")):
-            ax.axhline(ref[act], color=f"C{k}", lw=0.8, ls=":",
-                       label=f"Level 2, uniform tokens ({act})")  # fmt: skip
-        ax.set_yscale("log")
-        if fam == "markov":
-            ax.set_xscale("log")
-            ax.set_xlabel("concentration α of the global chain (5 chains each)")
-            ax.set_title("global Markov chain: P*(α)")
-        else:
-            ax.set_xlabel("Zipf exponent s (s = 0: uniform)")
-            ax.set_title("i.i.d. Zipf tokens: P*(s)")
-    axes[0].set_ylabel("P* (sequences)")
-    for ax in axes:
-        ax.legend(fontsize=6.5, loc="best")
-    task, hyper = preset(files[0])
-    fig.suptitle(f"Where the copy transition moves with the tokens (L = {task.L}, V = {task.V}, "
-                 f"σ² = {hyper.sigma2:g}; dots: datasets and chains)", fontsize=10)  # fmt: skip
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    return path
+    """:func:`bayes_attn.plotting.studies.tokens_pstar` of the files, written to ``path``."""
+    pyplot()
+    save(tokens_pstar(files, level2_uniform(files[0]), *preset(files[0]), l2s), path, dpi=130)
 
 
 def competitor_table(ds) -> str:
@@ -248,9 +181,9 @@ if __name__ == "__main__":
         l2s = {}
         if flags:
             l2s = {j: level2(ds, "--level2-chains" in flags) for j, ds in enumerate(pstar)
-                   if not options(ds).get("gram_width", 0)}  # fmt: skip
+                   if not ds.attrs["gram_width"]}  # fmt: skip
         print(pstar_table(pstar, l2s))
-        print(f"figure: {figure(pstar, out, l2s)}")
+        figure(pstar, out, l2s)
     for ds in other:
         print(competitor_table(ds))
     if not pstar and not other:

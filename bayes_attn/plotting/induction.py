@@ -1,0 +1,179 @@
+"""The figures of the induction-head studies in docs/validation.md, drawn from the result files
+that ``docs/scripts/induction_figure.py`` and ``docs/scripts/induction_training.py`` read: both
+layers' order parameters and the MAP's held-out loss against P (:func:`induction_across_P`), both
+layers' attention patterns at a few P (:func:`induction_patterns`) and Adam's training curves
+(:func:`induction_training`).
+
+Data in, matplotlib Figure out: nothing here computes theory or reads a file.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from bayes_attn.analysis.induction_tables import ACTIVATIONS, SOURCES, done_points
+
+#: the reference losses of the study file: (variable, label, colour, line style)
+REFS = (("loss_bigram", "Bayes (Dirichlet bigram)", "k", "-."),
+        ("loss_unigram", "in-context unigram", "C2", "--"),
+        ("loss_uniform", "uniform 1/V", "0.5", ":"))  # fmt: skip
+
+
+def map_points(mp):
+    """The forms' file's points (``activation:P:seed``), softmax first, each by P."""
+    keys = [str(k).split(":") for k in mp.point.values]
+    keys.sort(key=lambda k: (ACTIVATIONS.index(k[0]), int(k[1]), int(k[2])))
+    return [":".join(k) for k in keys]
+
+
+def attention_excess(A):
+    """A minus its mean over each query's visible keys (b <= a), NaN above the diagonal: where a
+    head puts more (> 0) or less (< 0) than uniform causal attention would."""
+    L = A.shape[-1]
+    tri = np.tril(np.ones((L, L), bool))
+    mean = np.sum(np.where(tri, A, 0.0), axis=-1, keepdims=True) / np.arange(1, L + 1)[:, None]
+    return np.where(tri, A - mean, np.nan)
+
+
+def _maps_marks(ax, mp, act, names):
+    for k, key in enumerate(k for k in map_points(mp) if k.startswith(act)):
+        pt = mp.sel(point=key)
+        for name, color in zip(names, ("C0", "C3"), strict=False):
+            ax.plot(int(key.split(":")[1]), float(pt[name]), "s", mfc="none",
+                    color=color, ms=7, label="MAP recomputed (forms' file)"
+                    if k == 0 and name == names[0] else None)  # fmt: skip
+
+
+def _loss_panel(ax, one):
+    for ref, label, color, ls in REFS:
+        ax.plot(one.P.values, np.nanmean(one[ref].values, axis=1), ls=ls, color=color, lw=1,
+                label=label)  # fmt: skip
+    lo = np.nanmin(one.loss_bigram.values)
+    if np.isfinite(lo):
+        ax.set_ylim(lo - 0.005, np.nanmax(one.loss_uniform.values) + 0.01)
+    ax.set(xlabel="P (training sequences)", ylabel="loss per target")
+
+
+def induction_across_P(ds, mp=None):
+    """Layer 1's copy score, layer 2's induction score and the MAP's held-out loss (beside
+    :data:`REFS`) against P, softmax and linear, each seed a dot and the seed mean a line; with
+    the forms' file ``mp``, its recomputed MAPs as open squares. Points not done are left out."""
+    fig, axes = plt.subplots(3, 2, figsize=(11, 9.5), sharex=True, squeeze=False)
+    P = ds.P.values
+    with warnings.catch_warnings():  # points not yet run are NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for col, act in enumerate(ACTIVATIONS):
+            one = done_points(ds, act)
+            panels = ((axes[0, col], ("copy1", "uniform1"), "layer 1 (copy head)"),
+                      (axes[1, col], ("induction2", "induction2_excess"), "layer 2 (induction head)"),
+                      (axes[2, col], ("loss",), "held-out loss of the MAP"))  # fmt: skip
+            for ax, names, title in panels:
+                for name, color in zip(names, ("C0", "C3"), strict=False):
+                    v = one[name].values  # (P, seed)
+                    for s in range(v.shape[1]):
+                        ax.plot(P, v[:, s], ".", color=color, alpha=0.4, ms=4)
+                    ax.plot(P, np.nanmean(v, axis=1), "-", color=color, lw=1.5,
+                            label=f"{name} (seed mean, dots: seeds)")  # fmt: skip
+                if mp is not None and "loss" not in names:
+                    _maps_marks(ax, mp, act, names)
+                ax.set(title=f"{act}: {title}", xscale="log")
+            _loss_panel(axes[2, col], one)
+            missing = [int(p) for p in P if not bool(ds.done.sel(activation=act, P=p).any())]
+            if missing:
+                axes[0, col].set_title(f"{act}: layer 1 (copy head)\nnot yet in the study: P = "
+                                       f"{missing if len(missing) < 5 else 'any'}", fontsize=10)  # fmt: skip
+            for row in axes[:, col]:
+                row.legend(fontsize=7, loc="best")
+    fig.suptitle("Two-layer kernel limit's MAP across P (L = 16, V = 3, icl-markov α = 1)")
+    fig.tight_layout()
+    return fig
+
+
+def _example_marks(ax, tok):
+    """Mark the induction matches (x[b-1] = x[a]) on the example sequence's panel."""
+    L = tok.size
+    match = (tok[None, :-1] == tok[:, None]) & np.tril(np.ones((L, L), bool))[:, 1:]
+    a, b = np.nonzero(match)
+    ax.plot(b + 1, a, "k+", ms=5, mew=0.8)
+    ax.set_xticks(range(L), tok, fontsize=6)
+    ax.set_yticks(range(L), tok, fontsize=6)
+    ax.set(xlabel="key token (+: x[b-1] = x[a])", ylabel="query token")
+
+
+def induction_patterns(mp):
+    """Each point of the forms' file ``mp`` a row: layer 1's and layer 2's held-out mean attention
+    and layer 2's on one sequence, each minus uniform causal attention (:func:`attention_excess`)."""
+    points = map_points(mp)
+    fig, axes = plt.subplots(len(points), 3, figsize=(12, 3.5 * len(points)), squeeze=False)
+    for row, key in zip(axes, points, strict=True):
+        one = mp.sel(point=key)
+        act, P, seed = key.split(":")
+        panels = ((one.A1_mean, "layer 1, held-out mean"),
+                  (one.A2_mean, "layer 2, held-out mean"),
+                  (one.A2_example, "layer 2, one sequence"))  # fmt: skip
+        for ax, (A, title) in zip(row, panels, strict=True):
+            E = attention_excess(A.values)
+            m = np.nanmax(np.abs(E))
+            if m < 1e-8:  # no attention at all (linear attention with M = 0): nothing to show
+                E, m = np.zeros_like(E) * E, 1.0
+                ax.text(0.5, 0.5, f"A = 0 (max |A| {np.nanmax(np.abs(A.values)):.0e})",
+                        transform=ax.transAxes, ha="center")  # fmt: skip
+            im = ax.imshow(E, cmap="RdBu_r", vmin=-m, vmax=m)
+            fig.colorbar(im, ax=ax, fraction=0.046)
+            ax.set(title=title, xlabel="key b", ylabel="query a")
+        row[0].set_ylabel(f"{act}, P = {P} (seed {seed})\nquery a", fontsize=10)
+        _example_marks(row[2], one.tokens_example.values.astype(int))
+        row[0].set_title(f"layer 1, held-out mean (copy1 {float(one.copy1):.2f})")
+        row[2].set_title(f"layer 2, one sequence (induction2_excess {float(one.induction2_excess):+.3f})",
+                         fontsize=9)  # fmt: skip
+    fig.suptitle("Attention minus uniform causal attention (row mean over b <= a) at the MAP")
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
+    return fig
+
+
+def _training_source(row, src, step, label, color):
+    for s in src.seed.values:
+        curve = src.sel(seed=s)
+        first = s == src.seed.values[0]
+        row[0].plot(step, curve.test_loss, color=color, lw=1, alpha=0.8,
+                    label=label if first else None)  # fmt: skip
+        row[1].plot(step, curve.kl_bigram, color=color, lw=1, alpha=0.8,
+                    label=f"KL(bigram‖f), {label}" if first else None)  # fmt: skip
+        row[1].plot(step, curve.kl_unigram, color=color, lw=1, ls=":", alpha=0.8,
+                    label=f"KL(unigram‖f), {label}" if first else None)  # fmt: skip
+        row[2].plot(step, curve.copy1, color=color, lw=1, alpha=0.8,
+                    label=f"copy1 (layer 1), {label}" if first else None)  # fmt: skip
+        row[2].plot(step, 10 * curve.induction2_excess, color=color, lw=1, ls="--",
+                    alpha=0.8, label=f"10 x induction2_excess, {label}" if first else None)  # fmt: skip
+        jump = float(curve.jump_step)
+        if np.isfinite(jump):
+            row[0].axvline(jump, color=color, lw=0.5, ls=":")
+    for ref, ls in (("loss_unigram", "--"), ("loss_bigram", "-.")):
+        row[0].axhline(float(src[ref].mean()), color=color, lw=0.8, ls=ls)
+
+
+def induction_training(ds):
+    """Adam's training curves, one row per P that has a done point: the held-out loss (beside the
+    unigram and bigram losses, dotted at each seed's jump), the KL to both reference strategies
+    and both layers' order parameters, each token source (:data:`~bayes_attn.analysis.induction_tables.SOURCES`) in its colour."""
+    Ps = [P for P in ds.P.values if bool(ds.done.sel(P=P).any())]
+    fig, axes = plt.subplots(len(Ps), 3, figsize=(13, 3.6 * len(Ps)), squeeze=False)
+    step = ds.train_step.max([d for d in ds.train_step.dims if d != "chunk"]).values
+    for row, P in zip(axes, Ps, strict=True):
+        one = ds.sel(P=P).where(ds.done.sel(P=P), drop=True)
+        for k in one.doubly_stochastic.values:
+            _training_source(row, one.sel(doubly_stochastic=k), step, *SOURCES[int(k)])
+        row[0].set(title=f"P = {int(P)}: held-out loss (-- unigram, -. bigram)", xlabel="Adam step",
+                   ylabel="loss per target")  # fmt: skip
+        lo = float(one.loss_bigram.min()) - 0.01
+        row[0].set_ylim(lo, float(one.loss_uniform.max()) + 0.02)
+        row[1].set(title="KL to the reference strategies", xlabel="Adam step", ylabel="nats",
+                   yscale="log")  # fmt: skip
+        row[2].set(title="order parameters (held-out)", xlabel="Adam step")
+        for ax in row:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
