@@ -169,7 +169,9 @@ def with_changes(settings, cls, changes: dict, *, where: str):
 
     settings = cls() if settings is None else settings
     if not isinstance(settings, cls):
-        raise TypeError(f"{where}: settings must be a {cls.__name__}, got {type(settings).__name__}")
+        raise TypeError(
+            f"{where}: settings must be a {cls.__name__}, got {type(settings).__name__}"
+        )
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(changes) - known)
     if unknown:
