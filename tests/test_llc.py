@@ -138,6 +138,9 @@ def _crossing_exact(nbeta):
     return float(np.sum(nbeta * K * weight) / np.sum(weight))
 
 
+# slow: test_llc_edges.test_laplace_nuts_llc_agrees_with_the_exact_value covers NUTS-LLC vs the exact
+# value (3 seeds), test_llc_smc.test_smc_on_a_crossing_matches_quadrature_through_run_llc this crossing
+@pytest.mark.slow
 def test_normal_crossing_on_a_box_matches_quadrature():
     nbeta = 200.0
     exact = _crossing_exact(nbeta)

@@ -70,12 +70,16 @@ def _run(P, activation, metric):
 @pytest.mark.parametrize(
     "activation, P, metric",
     [
-        ("linear", 11.0, "adapt"),
-        ("linear", 68.0, "adapt"),
-        ("softmax", 68.0, "adapt"),
-        ("softmax", 455.0, "adapt"),
+        # slow: linear-68.0-laplace covers the linear path (at P = 68; P = 11 < P* in the slow run)
+        pytest.param("linear", 11.0, "adapt", marks=pytest.mark.slow),
+        # slow: linear-68.0-laplace covers the same point in the other metric
+        pytest.param("linear", 68.0, "adapt", marks=pytest.mark.slow),
+        # slow: softmax-455.0-adapt covers the same path and metric at P = 455
+        pytest.param("softmax", 68.0, "adapt", marks=pytest.mark.slow),
+        ("softmax", 455.0, "adapt"),  # default: also the round-trip test's run
         ("linear", 68.0, "laplace"),  # one Z2 image: the mode's; folded as below
-        ("softmax", 455.0, "laplace"),
+        # slow: softmax-455.0-adapt covers the point, linear-68.0-laplace the metric
+        pytest.param("softmax", 455.0, "laplace", marks=pytest.mark.slow),
     ],
 )
 def test_reduced_posterior_matches_quadrature(paper, activation, P, metric):

@@ -194,6 +194,9 @@ def test_vectorized_chains_warm_start_schedule_and_arviz():
     np.testing.assert_allclose(summ["mean"], [post["mu"].mean(), post["sigma"].mean()])
 
 
+# slow: test_full_batch_sgld_has_the_exact_discrete_time_variance checks SGLD's law exactly and
+# test_run_sgld_draws_are_numpyros_mcmc_draws_to_the_bit the run_sgld path
+@pytest.mark.slow
 def test_reduced_posterior_matches_nuts(paper):
     """Linear reduced model at P = 11.4 (< P* = 22.76: unimodal at 0, see test_nuts_reduced), near
     Gaussian with precision chi * Hessian of the action at 0, eigenvalues lam_k = 390, 721.
