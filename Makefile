@@ -14,10 +14,7 @@ $(STAMP): pyproject.toml .ci/constraints-oldest.txt
 	touch $@
 
 test: $(STAMP)
-	# --dist loadscope: a module's tests (and its parametrized cases) share one worker and so its compiled
-	# programs; on a fresh clone with a cold compilation cache 661 tests took 594.8 s against 666.0 s
-	# with the default distribution (2026-12-07, one run each, idle 2-core machine)
-	MPLBACKEND=Agg $(PY) -m pytest -q -n 2 --dist loadscope --durations=60
+	MPLBACKEND=Agg $(PY) -m pytest -q -n 2 --durations=60
 
 # The newest stack: a second venv from a Python >= 3.12 with the newest releases that the ranges
 # in pyproject.toml admit, and the tests that touch ArviZ, JAX transforms, the samplers and the CLI.
