@@ -36,6 +36,7 @@ import numpy as np
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive
+from bayes_attn.theory._lbfgs import lbfgs
 from bayes_attn.theory.action import woodbury_evidence
 
 __all__ = [
@@ -232,14 +233,7 @@ def induction_saddles(P, ref: InductionReference, starts=None, tol: float = 1e-3
 def induction_minimum(x0, P, ref: InductionReference):
     """``(theta, s)``: the local minimum of :func:`induction_action` at ``P`` that L-BFGS reaches
     from ``x0`` (gradient tolerance 1e-8, at most 500 iterations)."""
-    from scipy import optimize
-
-    def fun(x):
-        v, g = _value_and_grad(jnp.asarray(x), P, ref)
-        return float(v), np.asarray(g, dtype=np.float64)
-
-    r = optimize.minimize(fun, np.asarray(x0, dtype=np.float64), jac=True, method="L-BFGS-B",
-                          options={"gtol": 1e-8, "maxiter": 500})  # fmt: skip
+    r = lbfgs(lambda x: _value_and_grad(x, P, ref), x0, gtol=1e-8, maxiter=500)
     return r.x, float(r.fun)
 
 
@@ -467,18 +461,10 @@ def family_minimum(fam: InductionFamily, P, ref: InductionReference, x0=None, ch
                    maxiter: int = 2000):  # fmt: skip
     """``(theta, s)``: the local minimum of :func:`family_action` (with the log-determinant when
     ``chi`` is given) that L-BFGS reaches from ``x0`` (default zero; gradient tolerance 1e-8)."""
-    from scipy import optimize
-
     P = check_positive("P", P)
     vg = jax.jit(jax.value_and_grad(lambda t, r: family_action(t, P, r, fam, chi)))
-
-    def fun(x):
-        v, g = vg(jnp.asarray(x), ref)
-        return float(v), np.asarray(g, dtype=np.float64)
-
-    x0 = np.zeros(fam.size) if x0 is None else np.asarray(x0, dtype=np.float64)
-    r = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
-                          options={"gtol": 1e-8, "maxiter": maxiter, "maxcor": 30})  # fmt: skip
+    x0 = np.zeros(fam.size) if x0 is None else x0
+    r = lbfgs(lambda x: vg(x, ref), x0, gtol=1e-8, maxiter=maxiter, maxcor=30)
     return r.x, float(r.fun)
 
 

@@ -18,10 +18,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import optimize
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_gram, check_tokens
+from bayes_attn.theory._lbfgs import lbfgs
 from bayes_attn.theory.action import evidence_exact
 from bayes_attn.theory.action import gram as gram_design
 
@@ -135,19 +135,10 @@ def level1_map(
     if M0.shape != (n, n):
         raise ValueError(f"M0 must have shape ({n}, {n}), got {M0.shape}")
 
-    def fun(x):
-        v, g = _action_and_grad(
-            jnp.asarray(x), tokens, factor, task, hyper, activation, include_logdet
-        )
-        return float(v), np.asarray(g, dtype=np.float64)
-
-    res = optimize.minimize(
-        fun,
-        M0.ravel(),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": maxiter, "gtol": 1e-9, "ftol": 1e-15},
-    )
+    res = lbfgs(
+        lambda x: _action_and_grad(x, tokens, factor, task, hyper, activation, include_logdet),
+        M0, maxiter=maxiter, gtol=1e-9, ftol=1e-15,
+    )  # fmt: skip
     M = res.x.reshape(n, n)
     A = algebra.attention(algebra.logits_from_M(jnp.asarray(M), tokens, task.V, factor), activation)
     pr = algebra.project(A)

@@ -37,6 +37,7 @@ from scipy import optimize
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_positive_array
 from bayes_attn.theory import boundaries
+from bayes_attn.theory._lbfgs import lbfgs
 from bayes_attn.theory.saddles import candidates, check_P_in_range, minima_at
 from bayes_attn.tokens import InContextMarkov, Markov, Zipf, parse_tokens, stationary
 
@@ -335,17 +336,8 @@ def general_minimum(task, hyper, P, activation: str, K0) -> tuple[np.ndarray, fl
     """A local minimum ``(K, action)`` of :func:`action_general` at ``P``, by L-BFGS from ``K0``."""
     L, law = task.L, _law(task)
 
-    def fun(x):
-        v, g = _value_and_grad(jnp.asarray(x), jnp.float64(P), law, hyper, activation, L)
-        return float(v), np.asarray(g, dtype=np.float64)
-
-    res = optimize.minimize(
-        fun,
-        np.asarray(K0, dtype=np.float64).ravel(),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-15},
-    )
+    res = lbfgs(lambda x: _value_and_grad(x, jnp.float64(P), law, hyper, activation, L),
+                K0, maxiter=5000, gtol=1e-10, ftol=1e-15)  # fmt: skip
     return res.x.reshape(L, L), float(res.fun)
 
 

@@ -37,10 +37,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from scipy import optimize
 
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation
+from bayes_attn.theory._lbfgs import lbfgs
 from bayes_attn.theory.structured import frequencies
 from bayes_attn.tokens import Markov, parse_tokens, stationary
 
@@ -313,17 +313,12 @@ def minimum(task, hyper, P, activation: str, M0, quad: Quadrature = STUDY, sampl
     L, V = task.L, task.V
     law = chain_law(task.tokens, V)
 
-    def fun(x):
-        x, P_ = jnp.asarray(x), jnp.float64(P)
+    def value_and_grad(x):
         if sample is None:
-            v, g = _value_and_grad(x, P_, law, hyper, activation, quad, L, V)
-        else:
-            v, g = _value_and_grad_sampled(x, P_, sample, hyper, activation, V)
-        return float(v), np.asarray(g, dtype=np.float64)
+            return _value_and_grad(x, jnp.float64(P), law, hyper, activation, quad, L, V)
+        return _value_and_grad_sampled(x, jnp.float64(P), sample, hyper, activation, V)
 
-    res = optimize.minimize(fun, np.asarray(M0, dtype=np.float64).ravel(), jac=True,
-                            method="L-BFGS-B", options={"maxiter": 3000, "gtol": gtol,
-                                                        "ftol": 1e-14})  # fmt: skip
+    res = lbfgs(value_and_grad, M0, maxiter=3000, gtol=gtol, ftol=1e-14)
     M = res.x.reshape(L + V, L + V)
     if sample is None:
         mom = moments(M, law, activation, quad)
