@@ -1,7 +1,10 @@
-"""Argument checks that raise ``ValueError`` naming the offending parameter."""
+"""Argument checks that raise ``ValueError`` naming the offending parameter, and the two helpers
+of the package's frozen dataclasses: :func:`with_changes` (settings plus keyword changes) and
+:class:`Record` (``as_dict``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from numbers import Integral, Real
 
@@ -165,8 +168,6 @@ def with_changes(settings, cls, changes: dict, *, where: str):
     """``settings`` (``cls()`` when None) with ``changes`` applied, each of which must name a field
     of the frozen dataclass ``cls``; the one way a function taking ``settings=`` and keyword
     ``**changes`` builds its settings. ``where`` names the caller in the error."""
-    import dataclasses
-
     settings = cls() if settings is None else settings
     if not isinstance(settings, cls):
         raise TypeError(
@@ -180,3 +181,14 @@ def with_changes(settings, cls, changes: dict, *, where: str):
             f"{cls.__name__}: {sorted(known)}"
         )
     return dataclasses.replace(settings, **changes) if changes else settings
+
+
+class Record:
+    """The base of the package's frozen record dataclasses that a result's attrs or a report
+    reads as a dict (:class:`~bayes_attn.theory.boundaries.PhaseBoundaries`,
+    :class:`~bayes_attn.theory.modes.WeightCrossing`): their one ``as_dict``."""
+
+    def as_dict(self) -> dict:
+        """The fields by name (:func:`dataclasses.asdict`: nested records, lists and tuples
+        copied)."""
+        return dataclasses.asdict(self)

@@ -12,14 +12,14 @@ losses are :mod:`bayes_attn.theory.induction_refs`.
 
 References
 ----------
-docs/theory.md, "The induction task and its reference predictors"; B. L. Edelman, E. Edelman,
-S. Goel, E. Malach and N. Tsilivis, "The evolution of statistical induction heads: in-context
-learning Markov chains" (NeurIPS 2024).
+docs/theory.md, "The induction task and its reference predictors" (with the full citation);
+Edelman et al., "The evolution of statistical induction heads" (NeurIPS 2024).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,19 @@ from bayes_attn._validation import check_int
 from bayes_attn.task import SequenceTask
 from bayes_attn.tokens import InContextMarkov, TokenSource
 
-__all__ = ["STREAMS", "InductionTask", "attend", "forward", "induction_scores"]
+__all__ = [
+    "SCORES",
+    "STREAMS",
+    "InductionTask",
+    "attend",
+    "forward",
+    "induction_scores",
+    "relabellings",
+]
+
+#: the order parameters of the two causal layers, in the order :func:`induction_scores` returns
+#: them (their one list: the posterior study, the training curves and the two-layer record read it)
+SCORES = ("uniform1", "copy1", "induction2", "induction2_excess", "uniform2")
 
 #: the residual streams the readout may read, in the design's order: the features, layer 1's
 #: output, layer 2's output (2n wide)
@@ -163,3 +175,22 @@ def induction_scores(A1, A2, tokens, V: int) -> dict[str, jax.Array]:
     rest = tri & ~match
     out["uniform2"] = L * jnp.sum(jnp.where(rest, A2, 0.0)) / jnp.maximum(jnp.sum(rest), 1)
     return out
+
+
+def relabellings(tokens, V: int) -> np.ndarray:
+    """Every relabelling of the tokens: ``(V! * P, L)``, block k the sequences ``tokens`` (P, L)
+    with token i renamed ``perm[i]``, ``perm`` the k-th of ``itertools.permutations(range(V))``
+    (block 0 the identity, ``tokens`` themselves).
+
+    A dataset closed under relabelling: every potential whose prior is token-exchangeable is then
+    exactly invariant under permuting the token rows and columns of the forms, so a MAP that
+    breaks the token symmetry on it breaks it spontaneously (docs/validation.md, "Is the symmetry
+    breaking spontaneous?")."""
+    V = check_int("V", V, 2)
+    t = np.asarray(tokens)
+    if t.ndim != 2:
+        raise ValueError(f"tokens must have shape (P, L), got {t.shape}")
+    if t.size and (t.min() < 0 or t.max() >= V):
+        raise ValueError(f"tokens must lie in 0..{V - 1} (V = {V}), got {t.min()}..{t.max()}")
+    perms = np.array(list(itertools.permutations(range(V))))
+    return perms[:, t].reshape(-1, t.shape[1])

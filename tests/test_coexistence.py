@@ -15,6 +15,7 @@ import pytest
 import bayes_attn as ba
 from bayes_attn.algebra import network_gate
 from bayes_attn.experiments.coexistence import (
+    LevelProblem,
     ensemble_occupancy,
     level_modes,
     phase_free_energies,
@@ -23,6 +24,7 @@ from bayes_attn.experiments.coexistence import (
 )
 from bayes_attn.experiments.hysteresis import orthonormal_start
 from bayes_attn.inference.basins import basin_evidence
+from bayes_attn.inference.nuts import NUTSSettings
 from bayes_attn.models import network_model
 from bayes_attn.theory import modes
 from bayes_attn.theory.modes import phase_boundary, weight_crossing
@@ -112,6 +114,11 @@ def test_phase_free_energies_builds_once_and_splits_its_key(monkeypatch):
     assert ds.attrs["seed"] == 5 and not bool(ds.distinct)
     phase_free_energies(task, hyper, 276.0, "reduced", seed=5, progress=False)
     assert calls["rng"][2:] == calls["rng"][:2]
+    # the same call as one LevelProblem: the same model, modes and keys
+    problem = LevelProblem(task, hyper, 276.0, "reduced")
+    again = phase_free_energies(problem, seed=5, progress=False)
+    assert calls["model_at"] == 3 and calls["find_mode"] == 6
+    assert calls["rng"][4:] == calls["rng"][:2] and again.attrs["level"] == "reduced"
 
 
 def test_phase_starts_realise_the_level2_logits():
@@ -161,6 +168,20 @@ def test_bad_input():
         )
     with pytest.raises(ValueError, match="start"):
         basin_evidence(_gaussian, model_args=(jnp.zeros((1, 2)), 1.0, 1.0), start={})
+    # the problem: a LevelProblem comes alone, an unknown keyword is a TypeError naming it
+    with pytest.raises(ValueError, match="level"):
+        LevelProblem(task, hyper, 46.0, "weights")
+    with pytest.raises(TypeError, match="alone"):
+        start_occupancy(LevelProblem(task, hyper, 46.0, "reduced"), hyper)
+    with pytest.raises(TypeError, match="gram"):
+        level_modes(task, hyper, 46.0, "reduced", gram=None)
+    # start_occupancy's NUTS options: NUTSSettings' fields (settings= or keywords), checked first
+    with pytest.raises(TypeError, match="num_draws"):
+        start_occupancy(task, hyper, 46.0, "reduced", num_draws=10)
+    with pytest.raises(ValueError, match="num_chains"):
+        start_occupancy(task, hyper, 46.0, "reduced", num_chains=1)
+    with pytest.raises(ValueError, match="num_chains"):
+        start_occupancy(task, hyper, 46.0, "reduced", settings=NUTSSettings(num_chains=1))
 
 
 def _small_data(P):

@@ -71,7 +71,8 @@ def test_llc_target_loss_at_its_point_with_a_stiff_readout_is_the_point_loss():
      ("induction_posterior", {"metric": "dense"}, "metric"),
      ("induction_posterior", {"num_samples": 0}, "num_samples"),
      ("induction_llc", {"sampler": "smc"}, "sampler"),
-     ("induction_llc", {"gamma": -1.0}, "gamma")],
+     ("induction_llc", {"gamma": -1.0}, "gamma"),
+     ("induction_llc", {"gamma": float("nan")}, "gamma")],
 )  # fmt: skip
 def test_the_kinds_refuse_bad_options_naming_them(kind, options, name):
     with pytest.raises(ValueError, match=name):

@@ -21,13 +21,14 @@ import xarray as xr
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int
+from bayes_attn.analysis.llc_exploration import (
+    LIMITS,
+    MIN_ACCEPTANCE,  # noqa: F401  (the old names of two limits, re-exported)
+    RHAT_MAX,  # noqa: F401
+    llc_exploration,
+)
 
 __all__ = ["LLCEstimate", "LLCVerdict", "calibration_verdict", "llc_estimate", "llc_verdict"]
-
-MIN_ACCEPTANCE = 0.9
-"""The exact MALA acceptance an SGLD step needs (:func:`llc_verdict`, :func:`calibration_verdict`)."""
-RHAT_MAX = 1.05
-"""The R-hat of λ̂ across chains at or above which :func:`llc_verdict` says they disagree."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +139,6 @@ def llc_estimate(idata, burnin: int = 0) -> LLCEstimate:
     per_chain = per_draw.mean(axis=1)
     acc = np.asarray(az.dataset(idata, "sample_stats")["acceptance"], dtype=float)[:, burnin:]
     multi = per_draw.shape[0] > 1
-    from bayes_attn.analysis.llc_exploration import llc_exploration
-
     smc = az.dataset(idata).attrs.get("llc_sampler") == "smc"
     if smc:  # independent runs: the error from their spread (inference.llc_smc)
         se = float(per_chain.std(ddof=1) / math.sqrt(per_chain.size)) if multi else math.nan
@@ -191,9 +190,9 @@ def llc_verdict(idata, burnin: int = 0) -> LLCVerdict:
 
     * Draws that are not finite: the run diverged (one line; nothing else is judged).
     * SGLD and RMSProp-SGLD: the exact MALA acceptance of the step must reach
-      :data:`MIN_ACCEPTANCE` (that λ̂ is stable under halving the step needs
+      ``min_acceptance`` of :data:`~bayes_attn.analysis.llc_exploration.LIMITS` (that λ̂ is stable under halving the step needs
       :func:`~bayes_attn.experiments.llc.calibrate_llc`).
-    * Several chains: R-hat of the per-draw λ̂ must be below :data:`RHAT_MAX` (one chain has
+    * Several chains: R-hat of the per-draw λ̂ must be below its ``rhat_llc`` (one chain has
       no R-hat, which is said, not failed).
     * The exploration check of :func:`~bayes_attn.analysis.llc_exploration.llc_exploration`
       (its problems are the WARNING lines of :meth:`LLCEstimate.summary`) must pass.
@@ -211,25 +210,24 @@ def llc_verdict(idata, burnin: int = 0) -> LLCVerdict:
             "step size 'auto')",
         ))  # fmt: skip
     est = llc_estimate(idata, burnin=burnin)
-    lines, ok = [], True
+    lines, ok, low, rhat = [], True, LIMITS.min_acceptance, LIMITS.rhat_llc
     if sampler in ("sgld", "rmsprop"):
-        passed = est.acceptance >= MIN_ACCEPTANCE
+        passed = est.acceptance >= low
         ok &= passed
         lines.append(
             f"step: exact MALA acceptance {est.acceptance:.3f} "
-            + (f"passes (>= {MIN_ACCEPTANCE})" if passed else
-               f"FAILS (< {MIN_ACCEPTANCE}): halve the step")
+            + (f"passes (>= {low})" if passed else f"FAILS (< {low}): halve the step")
             + "; that λ̂ is stable under halving the step needs experiments.llc.calibrate_llc"
         )  # fmt: skip
     if sampler == "smc":
         pass  # independent runs: their agreement is the exploration check's
     elif loss.shape[0] < 2:
         lines.append("one chain: no R-hat (run several chains to check that they agree)")
-    elif not est.rhat < RHAT_MAX:
+    elif not est.rhat < rhat:
         ok = False
-        lines.append(f"R-hat {est.rhat:.3f} >= {RHAT_MAX}: the chains disagree; run longer")
+        lines.append(f"R-hat {est.rhat:.3f} >= {rhat}: the chains disagree; run longer")
     else:
-        lines.append(f"R-hat {est.rhat:.3f} < {RHAT_MAX}: the chains agree")
+        lines.append(f"R-hat {est.rhat:.3f} < {rhat}: the chains agree")
     x = est.exploration
     if x is not None and not x.ok:
         ok = False
@@ -237,7 +235,7 @@ def llc_verdict(idata, burnin: int = 0) -> LLCVerdict:
     return LLCVerdict(bool(ok), tuple(lines))
 
 
-def calibration_verdict(table: xr.Dataset, *, min_acceptance: float = MIN_ACCEPTANCE,
+def calibration_verdict(table: xr.Dataset, *, min_acceptance: float = LIMITS.min_acceptance,
                         z: float = 2.0):  # fmt: skip
     """The largest step size of a calibration table that passes, per nβ, as a Dataset.
 

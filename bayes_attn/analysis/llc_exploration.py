@@ -23,10 +23,50 @@ import numpy as np
 
 from bayes_attn import _arviz as az
 
-__all__ = ["MAX_RHAT", "MIN_ESS_PER_CHAIN", "Exploration", "llc_exploration"]
+__all__ = [
+    "LIMITS",
+    "MAX_RHAT",
+    "MIN_ESS_PER_CHAIN",
+    "Exploration",
+    "LLCLimits",
+    "llc_exploration",
+]
 
-MAX_RHAT = 1.01
-MIN_ESS_PER_CHAIN = 100
+
+@dataclasses.dataclass(frozen=True)
+class LLCLimits:
+    """The limits an LLC run is judged by, their one home (:data:`LIMITS`): the step's and the
+    chains' checks of :func:`bayes_attn.analysis.llc.llc_verdict` and the exploration check of
+    :func:`llc_exploration`.
+
+    Attributes
+    ----------
+    min_acceptance : float
+        The exact MALA acceptance an SGLD step needs (default 0.9; ``llc_verdict``, and
+        ``calibration_verdict``'s default).
+    rhat_llc : float
+        The R-hat of the per-draw λ̂ across chains at or above which ``llc_verdict`` says they
+        disagree (default 1.05).
+    rhat_distance : float
+        The R-hat of |w − w*| across chains above which :func:`llc_exploration` says they have
+        not explored the target (default 1.01, Vehtari et al. 2021).
+    min_ess_per_chain : int
+        The bulk and tail ESS of |w − w*| per chain below which :func:`llc_exploration` says the
+        walk is too slow (default 100, Vehtari et al. 2021).
+    """
+
+    min_acceptance: float = 0.9
+    rhat_llc: float = 1.05
+    rhat_distance: float = 1.01
+    min_ess_per_chain: int = 100
+
+
+#: the limits :func:`llc_exploration` and :func:`bayes_attn.analysis.llc.llc_verdict` apply
+LIMITS = LLCLimits()
+#: the limits' old names (``MIN_ACCEPTANCE`` and ``RHAT_MAX`` re-exported by
+#: :mod:`bayes_attn.analysis.llc`, where they were)
+MAX_RHAT, MIN_ESS_PER_CHAIN = LIMITS.rhat_distance, LIMITS.min_ess_per_chain
+MIN_ACCEPTANCE, RHAT_MAX = LIMITS.min_acceptance, LIMITS.rhat_llc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +107,10 @@ def llc_exploration(idata, burnin: int = 0) -> Exploration:
         return Exploration(math.nan, math.nan, math.nan, ("the distance is not finite",))
     rhat = az.rhat(dist) if chains > 1 else math.nan
     ess, ess_tail = az.ess(dist), az.ess(dist, method="tail")
-    problems = []
-    if rhat > MAX_RHAT:
+    problems, lim = [], LIMITS
+    if rhat > lim.rhat_distance:
         problems.append(
-            f"R-hat of |w − w*| is {rhat:.3f} (> {MAX_RHAT}): the chains sit at different "
+            f"R-hat of |w − w*| is {rhat:.3f} (> {lim.rhat_distance}): the chains sit at different "
             "distances from w*, so they have not explored the target's valleys; λ̂ and its MCSE "
             "are not to be trusted (R-hat of λ̂ does not see this); run longer, or use "
             "sampler='smc'"
@@ -85,10 +125,10 @@ def llc_exploration(idata, burnin: int = 0) -> Exploration:
                 "λ̂ leans low; use sampler='smc'"
             )
     low = min(ess, ess_tail)
-    if not low >= MIN_ESS_PER_CHAIN * chains:
+    if not low >= lim.min_ess_per_chain * chains:
         problems.append(
             f"the ESS of |w − w*| is {ess:.0f} (bulk) and {ess_tail:.0f} (tail), below "
-            f"{MIN_ESS_PER_CHAIN} per chain: the walk along the target's valleys is slow and its "
+            f"{lim.min_ess_per_chain} per chain: the walk along the target's valleys is slow and its "
             "far ends are rarely visited, so λ̂ and its MCSE are not to be trusted; run longer, "
             "or use sampler='smc'"
         )

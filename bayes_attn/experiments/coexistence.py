@@ -23,6 +23,7 @@ Level 2") has the measured comparison.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import warnings
@@ -36,10 +37,11 @@ import xarray as xr
 
 from bayes_attn import _deprecation
 from bayes_attn._deprecation import renamed
-from bayes_attn._validation import check_int, check_tokens
+from bayes_attn._validation import check_int, check_tokens, with_changes
 from bayes_attn.analysis.phases import PhaseOccupancy, phase_occupancy
 from bayes_attn.inference import resolve_key, smc_checkpoint
 from bayes_attn.inference.basins import BasinEvidence, NoBasin, basin_evidence
+from bayes_attn.inference.nuts import NUTSSettings
 from bayes_attn.inference.potential import flat_potential
 from bayes_attn.models.levels import LEVELS, model_at
 from bayes_attn.progress import say
@@ -48,7 +50,10 @@ from bayes_attn.theory.modes import phase_boundary, phase_starts
 
 __all__ = [
     "LEVELS",
+    "OCCUPANCY_NUTS",
+    "PROBLEM_KEYWORDS",
     "FreeEnergyKeys",
+    "LevelProblem",
     "ensemble_occupancy",
     "free_energy_keys",
     "level_modes",
@@ -60,25 +65,8 @@ __all__ = [
 __getattr__ = _deprecation.moved(__name__, {"network_gate": "bayes_attn.algebra"})
 
 PHASES = ("weak", "strong")
-
-
-def _check_level(level: str) -> None:
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-
-
-def _model(task, hyper, tokens, level, d_model, embeddings, include_logdet):
-    """(model, args, kwargs) at ``level`` for softmax attention (:func:`~bayes_attn.models.model_at`)."""
-    if level == "network" and embeddings is None:
-        raise ValueError("embeddings: the network level needs the frozen (W_emb, p)")
-    return model_at(
-        level, task, hyper, tokens, "softmax", d_model=d_model, include_logdet=include_logdet,
-        embeddings=embeddings,
-    )  # fmt: skip
-
-
-def _size(tokens, level) -> float:
-    return float(tokens) if level == "reduced" else float(np.shape(tokens)[0])
+#: :func:`start_occupancy`'s NUTS: 8 chains (half from each start) of 200 warm-up + 200 draws
+OCCUPANCY_NUTS = NUTSSettings(num_chains=8, num_warmup=200, num_samples=200)
 
 
 def _modes_from_starts(model, args, kwargs, starts):
@@ -104,39 +92,105 @@ def _modes_from_starts(model, args, kwargs, starts):
     return found, float(sites["aG"])
 
 
-def level_modes(
-    task,
-    hyper,
-    tokens,
-    level: str = "kernel",
-    *,
-    embeddings=None,
-    d_model=None,
-    include_logdet: bool = False,
-):
+#: the fields of :class:`LevelProblem` that :func:`level_modes`, :func:`phase_free_energies` and
+#: :func:`start_occupancy` take as keywords (the old form, beside ``task, hyper, tokens, level``)
+PROBLEM_KEYWORDS = ("embeddings", "d_model", "include_logdet")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LevelProblem:
+    """Softmax attention at one level on one dataset: what :func:`level_modes`,
+    :func:`phase_free_energies` and :func:`start_occupancy` are asked about. Each takes one, or
+    its fields as before (``task, hyper, tokens, level`` and the keywords of
+    :data:`PROBLEM_KEYWORDS`), and builds its model and finds its modes once per call
+    (:meth:`modes`).
+
+    Attributes
+    ----------
+    task, hyper : CopyTask, Hyper
+    tokens : (P, L) ints, or P itself for ``level="reduced"``
+    level : {"reduced", "kernel", "network"}
+        Default ``"kernel"``.
+    embeddings : (W_emb, p), optional
+        The frozen embeddings, for (and only needed at) ``level="network"``.
+    d_model : int, optional
+        The network's width (``network``; implied by ``embeddings``).
+    include_logdet : bool
+        The O(1) log-determinant in the reduced model's density (``level="reduced"``) and in the
+        Level-2 references (the boundary, ``delta_F_level2``), as in
+        :func:`bayes_attn.theory.modes` (same default, False). Level 1 and the network carry the
+        log-determinant in their own density (the readout integrated out).
+    """
+
+    task: object
+    hyper: object
+    tokens: object = dataclasses.field(repr=False)
+    level: str = "kernel"
+    embeddings: object = dataclasses.field(default=None, repr=False)
+    d_model: int | None = None
+    include_logdet: bool = False
+
+    def __post_init__(self):
+        if self.level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {self.level!r}")
+
+    @classmethod
+    def of(cls, task, hyper=None, tokens=None, level: str = "kernel", **fields) -> LevelProblem:
+        """``task`` if it is a :class:`LevelProblem` (given alone), else the problem of these
+        fields."""
+        if isinstance(task, LevelProblem):
+            if hyper is not None or tokens is not None or level != "kernel" or fields:
+                raise TypeError("a LevelProblem comes alone: its fields are set in it")
+            return task
+        return cls(task, hyper, tokens, level, **fields)
+
+    @property
+    def P(self) -> float:
+        """The training-set size (``tokens`` itself at the reduced level)."""
+        return float(self.tokens) if self.level == "reduced" else float(np.shape(self.tokens)[0])
+
+    def model(self) -> tuple:
+        """``(model, args, kwargs)`` at this level, softmax (:func:`~bayes_attn.models.model_at`)."""
+        if self.level == "network" and self.embeddings is None:
+            raise ValueError("embeddings: the network level needs the frozen (W_emb, p)")
+        return model_at(self.level, self.task, self.hyper, self.tokens, "softmax",
+                        d_model=self.d_model, include_logdet=self.include_logdet,
+                        embeddings=self.embeddings)  # fmt: skip
+
+    def modes(self, who: str = "") -> tuple:
+        """The model, built once, and its modes from the uniform and the copy start:
+        ``(P, (model, args, kwargs), modes, boundary)`` (the last two as :func:`level_modes`
+        returns them). ``who``, where given, says the search on stderr first."""
+        P, built = self.P, self.model()
+        say("%s: the %s modes from both starts at P = %g", who, self.level, P, enabled=bool(who))
+        starts = phase_starts(self.task, self.hyper, P, self.level, embeddings=self.embeddings)
+        return P, built, *_modes_from_starts(*built, starts)
+
+
+def _problem(task, hyper, tokens, level, keywords: dict) -> tuple[LevelProblem, dict]:
+    """The :class:`LevelProblem` of a call (its keywords taken out of ``keywords``) and the
+    keywords left."""
+    fields = {k: keywords.pop(k) for k in PROBLEM_KEYWORDS if k in keywords}
+    return LevelProblem.of(task, hyper, tokens, level, **fields), keywords
+
+
+def level_modes(task, hyper=None, tokens=None, level: str = "kernel", **fields):
     """The posterior modes reached from the uniform and the copy start, and the phase boundary.
+
+    ``task`` is a :class:`LevelProblem`, or its fields (``task, hyper, tokens, level`` and the
+    keywords ``embeddings``, ``d_model``, ``include_logdet``).
 
     Returns ``(modes, boundary)``: ``modes[phase]`` holds the constrained values of every site at
     the mode (``start`` for further use), ``aG`` and the potential ``U``; ``boundary`` is the aG
     of the highest point of the potential on the straight line between the two modes (41 points),
     this level's own divide between the phases, or nan if both starts reach the same mode. (The
     Level-2 divide, :func:`bayes_attn.theory.modes.phase_boundary`, does not serve at Level 1 on a
-    dataset: its phases sit at other P.) ``include_logdet``: the reduced level's density, as in
-    :func:`bayes_attn.theory.modes`.
+    dataset: its phases sit at other P.)
     """
-    _check_level(level)
-    return _level_problem(task, hyper, tokens, level, d_model, embeddings, include_logdet)[2:]
-
-
-def _level_problem(task, hyper, tokens, level, d_model, embeddings, include_logdet, who=""):
-    """The softmax model at ``level``, built once, and its modes from the uniform and the copy
-    start: ``(P, (model, args, kwargs), modes, boundary)`` (the last two as :func:`level_modes`
-    returns them). ``who``, where given, says the search on stderr first."""
-    P = _size(tokens, level)
-    built = _model(task, hyper, tokens, level, d_model, embeddings, include_logdet)
-    say("%s: the %s modes from both starts at P = %g", who, level, P, enabled=bool(who))
-    starts = phase_starts(task, hyper, P, level, embeddings=embeddings)
-    return P, built, *_modes_from_starts(*built, starts)
+    problem, unknown = _problem(task, hyper, tokens, level, fields)
+    if unknown:
+        raise TypeError(f"level_modes got unexpected keyword arguments {sorted(unknown)}")
+    return problem.modes()[2:]
 
 
 class FreeEnergyKeys(NamedTuple):
@@ -301,35 +355,27 @@ def _free_energy_table(rows, aG) -> xr.Dataset:
 
 def phase_free_energies(
     task,
-    hyper,
-    tokens,
+    hyper=None,
+    tokens=None,
     level: str = "kernel",
     *,
-    embeddings=None,
-    d_model: int | None = None,
-    include_logdet: bool = False,
     smc_options: dict | None = None,
     seed: int | None = None,
     key=None,
     progress: bool = True,
     checkpoint=None,
-    **legacy,
+    **fields,
 ) -> xr.Dataset:
     """The evidence of each softmax phase at one level, and Delta F beside Level 2's.
 
     Parameters
     ----------
-    tokens : (P, L) ints, or P itself for ``level="reduced"``
-    level : {"reduced", "kernel", "network"}
-    embeddings : (W_emb, p), for ``level="network"`` (held fixed)
-    d_model : int, optional
-        The network's width (``network``; implied by ``embeddings``).
-    include_logdet : bool
-        The O(1) log-determinant in the Level-2 density, as in :func:`bayes_attn.theory.modes`
-        (same default): in the reduced model (``level="reduced"``) and in the Level-2 reference
-        ``delta_F_level2`` at every level. Level 1 and the network carry the log-determinant in
-        their own density (the readout integrated out), so their like-for-like Level-2 reference
-        is ``include_logdet=True``. Recorded in ``attrs["include_logdet"]``.
+    task, hyper, tokens, level, **fields
+        A :class:`LevelProblem` (``task``, alone), or its fields: ``task, hyper, tokens, level``
+        and the keywords ``embeddings``, ``d_model``, ``include_logdet`` (its docstring says what
+        each means). ``include_logdet`` also sets the Level-2 reference ``delta_F_level2``: at
+        Level 1 and the network the like-for-like reference is ``include_logdet=True``. It is
+        recorded in ``attrs["include_logdet"]``.
     smc_options : dict, optional
         The SMC settings of :func:`~bayes_attn.inference.basins.basin_evidence`, apart from the
         model's options (:data:`SMC_OPTIONS` has them with their defaults): ``replicates``
@@ -371,14 +417,12 @@ def phase_free_energies(
     """
     from bayes_attn.theory.modes import modes
 
-    _check_level(level)
+    problem, legacy = _problem(task, hyper, tokens, level, fields)
+    task, hyper, include_logdet = problem.task, problem.hyper, problem.include_logdet
     smc = _smc_options(smc_options, legacy)
     checkpoints = basin_checkpoints(checkpoint)
     rng, seed, key_attrs = resolve_key(key, seed)
-    P, (model, args, kwargs), found, cut = _level_problem(
-        task, hyper, tokens, level, d_model, embeddings, include_logdet,
-        who="phase_free_energies" if progress else "",
-    )  # fmt: skip
+    P, (model, args, kwargs), found, cut = problem.modes("phase_free_energies" if progress else "")
     keys = free_energy_keys(rng)
     rows, aG = _basins(model, args, kwargs, found, cut, smc, keys, progress, checkpoints)
     ds = _free_energy_table(rows, aG)
@@ -388,7 +432,7 @@ def phase_free_energies(
     m = modes(task, hyper, P, "softmax", include_logdet=include_logdet)
     ds["delta_F_level2"] = float(m.delta_F) if (m.phase == "strong").any() else math.nan
     ds.attrs.update(
-        level=level,
+        level=problem.level,
         P=P,
         **preset_attrs(task, hyper),
         boundary_aG=cut,
@@ -404,22 +448,20 @@ def phase_free_energies(
 
 def start_occupancy(
     task,
-    hyper,
-    tokens,
+    hyper=None,
+    tokens=None,
     level: str = "kernel",
     *,
-    embeddings=None,
-    d_model: int | None = None,
-    include_logdet: bool = False,
-    num_chains: int = 8,
-    num_warmup: int = 200,
-    num_samples: int = 200,
+    settings: NUTSSettings | None = None,
     seed: int = 0,
     progress: bool = True,
     progress_bar: bool | None = None,
+    **changes,
 ) -> tuple[PhaseOccupancy, object]:
     """NUTS with half the chains from the uniform start and half from the copy start.
 
+    ``task, hyper, tokens, level`` and the keywords ``embeddings``, ``d_model``,
+    ``include_logdet``: a :class:`LevelProblem`, or its fields, as :func:`level_modes` takes them.
     The chains start at the modes that :func:`level_modes` reaches from the two starts. Returns
     ``(occupancy, idata)``: the per-chain phase table and verdict of
     :func:`~bayes_attn.analysis.phase_occupancy` (boundary: this level's, from
@@ -427,25 +469,29 @@ def start_occupancy(
     "not mixing"; a chain started in a shallow basin may leave it in warm-up (measured at
     Level 1 near a spinodal, docs/validation.md).
 
+    ``settings, **changes``: the fields of :class:`~bayes_attn.inference.nuts.NUTSSettings` (its
+    docstring lists them), changed from :data:`OCCUPANCY_NUTS` (8 chains of 200 warm-up + 200
+    draws; at least 2 chains, half from each start); ``changes`` may also hold the problem's
+    keywords.
     ``progress`` says each stage on stderr before it starts, the NUTS run with its cost
     estimated from one timed gradient (:mod:`bayes_attn.progress`); NUTS runs without its own
-    bar (``progress_bar=True``, deprecated, still shows it). At Level 1 with P = 42 and 4 chains of 100 + 100 draws it takes minutes.
-    ``include_logdet``: the reduced level's density and the Level-2 boundary, as in
-    :func:`bayes_attn.theory.modes`.
+    bar (``progress_bar=True``, deprecated, still shows it). At Level 1 with P = 42 and 4 chains
+    of 100 + 100 draws it takes minutes.
     """
     from bayes_attn.inference import run_nuts
-    from bayes_attn.inference.nuts import NUTSSettings, announce_cost
+    from bayes_attn.inference.nuts import announce_cost
 
     nuts_bar = renamed("progress_bar", progress_bar, "progress", False)  # the old NUTS bar
-    _check_level(level)
-    num_chains = check_int("num_chains", num_chains, 2)
-    P, (model, args, kwargs), found, cut = _level_problem(
-        task, hyper, tokens, level, d_model, embeddings, include_logdet,
-        who="start_occupancy" if progress else "",
-    )  # fmt: skip
+    problem, changes = _problem(task, hyper, tokens, level, changes)
+    nuts = with_changes(
+        OCCUPANCY_NUTS if settings is None else settings, NUTSSettings, changes,
+        where="start_occupancy",
+    ).checked()  # fmt: skip
+    num_chains = check_int("num_chains", nuts.num_chains, 2)
+    P, (model, args, kwargs), found, cut = problem.modes("start_occupancy" if progress else "")
     starts = {phase: found[phase]["start"] for phase in PHASES}
     if not math.isfinite(cut):
-        cut = phase_boundary(task, hyper, P, include_logdet=include_logdet)
+        cut = phase_boundary(problem.task, problem.hyper, P, include_logdet=problem.include_logdet)
     half = num_chains // 2
     init = {
         name: jnp.stack(
@@ -454,19 +500,12 @@ def start_occupancy(
         )
         for name in starts["weak"]
     }
-    chains = dict(num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples)
     if progress:  # NUTS's cost line, without its bar
         pot = flat_potential(model, args, kwargs)
-        announce_cost(pot, NUTSSettings.metric, **chains, who="start_occupancy: NUTS,")
-    idata = run_nuts(
-        model,
-        model_args=args,
-        model_kwargs=kwargs,
-        seed=seed,
-        progress=nuts_bar,
-        init_params=init,
-        **chains,
-    )
+        announce_cost(pot, nuts.metric, num_chains, nuts.num_warmup, nuts.num_samples,
+                      who="start_occupancy: NUTS,")  # fmt: skip
+    idata = run_nuts(model, model_args=args, model_kwargs=kwargs, settings=nuts, seed=seed,
+                     progress=nuts_bar, init_params=init)  # fmt: skip
     occ = phase_occupancy(idata, "aG", boundary=cut)
     return occ, idata
 

@@ -41,6 +41,7 @@ import numpy as np
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.experiments.induction import check_induction, features, map_search, readout_mean
+from bayes_attn.induction import SCORES  # re-exported: the order parameters of both layers
 from bayes_attn.inference.llc_target import LLCTarget, default_nbeta
 from bayes_attn.keys import run_key
 from bayes_attn.models.two_layer import forward, induction_scores, two_layer_kernel_model
@@ -62,9 +63,6 @@ __all__ = [
     "profile_point",
     "two_layer_llc_target",
 ]
-
-#: the order parameters of both layers (:func:`~bayes_attn.models.two_layer.induction_scores`)
-SCORES = ("uniform1", "copy1", "induction2", "induction2_excess", "uniform2")
 
 _MAP = {"num_test": 2000, "beta": 3.0, "maxiter": 300}
 
@@ -163,8 +161,9 @@ def check_posterior(cfg, options: dict) -> dict:
 def posterior_point(cfg, pt, task, hyper) -> dict:
     """One ``induction_posterior`` point: NUTS from the MAP, read on held-out sequences.
 
-    Writes, for each order parameter s of :data:`SCORES`: ``{s}_map`` (the MAP's), ``{s}_mean``
-    and ``{s}_sd`` (over the predictive draws, held out), ``{s}_rhat`` and ``{s}_ess`` (the
+    Writes, for each order parameter s of :data:`~bayes_attn.induction.SCORES`: ``{s}_map`` (the
+    MAP's), ``{s}_mean`` and ``{s}_sd`` (over the predictive draws, held out), ``{s}_rhat`` and
+    ``{s}_ess`` (the
     training-set site over every draw); ``loss_predictive`` (the posterior-predictive mean's
     held-out loss), ``loss_draws`` (the draws' mean held-out loss) and ``loss_map``, beside
     ``loss_bigram``, ``loss_unigram``, ``loss_uniform`` and the predictive's ``kl_*``; NUTS's
@@ -210,7 +209,7 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
 
 def check_profile(cfg, options: dict) -> dict:
     """:func:`~bayes_attn.experiments.induction.check_induction`, ``cvs`` among the scalar
-    sites of :data:`SCORES`, and the umbrella's options
+    sites of :data:`~bayes_attn.induction.SCORES`, and the umbrella's options
     (:func:`~bayes_attn.inference.umbrella.umbrella_settings` names the bad one)."""
     from bayes_attn.inference.umbrella import umbrella_settings
 
@@ -373,14 +372,13 @@ def two_layer_llc_target(task, hyper, tokens, activation: str, M_star: dict, w_s
 
 def check_llc(cfg, options: dict) -> dict:
     """:func:`~bayes_attn.experiments.induction.check_induction`, then the LLC's options
-    (:class:`~bayes_attn.inference.llc_settings.LLCSettings` names the bad one)."""
+    (:meth:`~bayes_attn.inference.llc_settings.LLCSettings.checked` checks the sampler's fields,
+    ``gamma`` included, and names the bad one)."""
     from bayes_attn.inference.llc_settings import LLCSettings
 
     options = check_induction(cfg, options)
     if options["sampler"] not in ("sgld", "mala", "nuts"):
         raise ValueError(f"sampler must be 'sgld', 'mala' or 'nuts', got {options['sampler']!r}")
-    if not (math.isfinite(float(options["gamma"])) and float(options["gamma"]) >= 0):
-        raise ValueError(f"gamma must be a finite number >= 0, got {options['gamma']!r}")
     options["d_model"] = check_int("d_model", options["d_model"], 1)
     if options["nbeta"] and not options["nbeta"] > 0:
         raise ValueError(f"nbeta must be > 0 (0: n / log n), got {options['nbeta']!r}")

@@ -29,6 +29,7 @@ import dataclasses
 import numpy as np
 
 from bayes_attn._validation import check_int
+from bayes_attn.induction import SCORES  # the order parameters sgld_check summarises
 from bayes_attn.inference.adam_nets import TWO_LAYER_SERIES
 
 __all__ = [
@@ -144,9 +145,6 @@ def training_point(cfg, pt, task, hyper) -> dict:
 
 # --------------------------------------------------------------------------------------------------
 # SGLD on the two-layer network, started from Adam (issue 43: "SGLD of the network at d = 256")
-
-#: the order parameters :func:`sgld_check` summarises
-SCORES = ("uniform1", "copy1", "induction2", "induction2_excess", "uniform2")
 
 
 def sgld_check(

@@ -272,7 +272,7 @@ KINDS: dict[str, Kind] = {
 }
 
 
-#: the induction head's scores (``SCORES`` of :mod:`bayes_attn.experiments.induction_posterior`),
+#: the induction head's scores (:data:`bayes_attn.induction.SCORES`),
 #: in words
 _SCORES = {
     "uniform1": "layer 1's uniform score",
@@ -417,6 +417,14 @@ DESCRIPTIONS = {
     "induction2": ("1", "layer 2: attention mass on the positions after earlier x[a]"),
     "induction2_excess": ("1", "induction2 minus the share of such positions (0: uniform)"),
     "uniform2": ("1", "layer 2: L x mean attention off the induction matches"),
+    # the induction kind's store_maps (experiments.induction.map_reading)
+    "M1": ("1", "layer 1's bilinear form at the MAP (n x n, n = V + L features)"),
+    "M2": ("1", "layer 2's bilinear form at the MAP (2n x 2n, over [h0, h1])"),
+    "A1_mean": ("1", "layer 1's attention at the MAP, mean over the held-out sequences"),
+    "A2_mean": ("1", "layer 2's attention at the MAP, mean over the held-out sequences"),
+    "A1_example": ("1", "layer 1's attention at the MAP on held-out sequence 0"),
+    "A2_example": ("1", "layer 2's attention at the MAP on held-out sequence 0"),
+    "tokens_example": ("1", "the tokens of held-out sequence 0"),
     "train_step": ("steps", "Adam steps done at each record (the chunk dim)"),
     "entry_step": ("steps", "first record below the uniform-unigram midpoint loss"),
     "jump_step": ("steps", "first record below the unigram-bigram midpoint loss (nan: none)"),

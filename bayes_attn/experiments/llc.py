@@ -23,6 +23,7 @@ from bayes_attn import _arviz as az
 from bayes_attn import algebra
 from bayes_attn._validation import check_int, check_positive
 from bayes_attn.analysis.llc import calibration_verdict, llc_estimate
+from bayes_attn.analysis.llc_exploration import LIMITS
 from bayes_attn.experiments.coexistence import PHASES, phase_starts
 from bayes_attn.experiments.llc_ti import (  # the ladders' home; re-exported here
     _full_batch,
@@ -295,7 +296,7 @@ def calibrate_llc(
     step_sizes=(1e-6, 2e-6, 4e-6, 8e-6),
     nbetas=(None,),
     burnin: int = 0,
-    min_acceptance: float = 0.9,
+    min_acceptance: float = LIMITS.min_acceptance,
     num_seeds: int = 1,
     seed: int | None = None,
     **options,

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from bayes_attn import algebra
+from bayes_attn.induction import SCORES
 from bayes_attn.models import network, two_layer
 from bayes_attn.models.levels import order_parameters
 from bayes_attn.theory import induction_refs
@@ -133,11 +134,7 @@ TWO_LAYER_SERIES = (
     "train_loss",
     "test_loss",
     "objective",
-    "uniform1",
-    "copy1",
-    "induction2",
-    "induction2_excess",
-    "uniform2",
+    *SCORES,
     "kl_bigram",
     "kl_unigram",
     "kl_uniform",

@@ -28,7 +28,7 @@ import xarray as xr
 from scipy import optimize
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_activation, check_int, check_positive_array
+from bayes_attn._validation import Record, check_activation, check_int, check_positive_array
 from bayes_attn.theory import _newton
 from bayes_attn.theory._lockstep import Lockstep
 from bayes_attn.theory.action import (
@@ -350,7 +350,7 @@ def softmax_boundaries_many(scs: list[Scales], P_scales, n: int = 300) -> list:
 
 
 @dataclasses.dataclass(frozen=True)
-class PhaseBoundaries:
+class PhaseBoundaries(Record):
     """The transitions of the reduced theory for one (task, hyper).
 
     Attributes
@@ -379,9 +379,6 @@ class PhaseBoundaries:
     crossover_markers: dict
     first_order: float
     spinodals: tuple[float, float]
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def softmax_transition(sc: Scales) -> tuple[float, float, float]:

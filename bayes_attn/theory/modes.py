@@ -91,6 +91,7 @@ from scipy import optimize
 
 from bayes_attn import _deprecation
 from bayes_attn._validation import (
+    Record,
     check_activation,
     check_int,
     check_positive,
@@ -373,7 +374,7 @@ def phase_weights(
 
 
 @dataclasses.dataclass(frozen=True)
-class WeightCrossing:
+class WeightCrossing(Record):
     """Where the two softmax phases carry equal posterior mass, at finite chi.
 
     Attributes
@@ -404,9 +405,6 @@ class WeightCrossing:
     slope: float
     first_order: float
     spinodals: tuple[float, float]
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def weight_crossing(
