@@ -392,11 +392,18 @@ def _fake_sweep(monkeypatch):
 def test_quiet_and_verbose_go_before_or_after_the_subcommand(
     capsys, tmp_path, monkeypatch, before, after, level, progress
 ):
+    import bayes_attn.analysis.report as report
+
     seen = _fake_sweep(monkeypatch)
     argv = [*before, "sweep", "--kind", "theory", "--P", "50", *after]
     assert main([*argv, "--out", str(tmp_path / "s.nc")]) == 0, capsys.readouterr().err
     assert logging.getLogger("bayes_attn").level == level and seen["progress"] is progress
+    # the flags are read before the command's work: its report (the theory, 17 s of compiling on
+    # a fresh clone) is test_theory_table_and_json's, not needed here
+    monkeypatch.setattr(report, "theory_report", lambda *args: seen.setdefault("theory", args))
+    monkeypatch.setattr(report, "theory_text", lambda got: "")
     assert main([*before, "theory", "--P", "50", "--activation", "linear", *after]) == 0
+    assert seen["theory"][2] == (50.0,)  # the command ran, with its options
     assert logging.getLogger("bayes_attn").level == level
 
 

@@ -43,15 +43,21 @@ def _mixture():
     return model
 
 
+#: the interrupted runs of section 3 (and the windows' program of :func:`one_basin`)
+_RESUME = dict(starts=[{"x": np.array([-SEP, 0.0])}, {"x": np.array([SEP, 0.0])}],
+               centres=np.linspace(-3, 3, 6), num_warmup=10, num_samples=20, num_chains=1,
+               refine=0, seed=3, batch=1)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def one_basin():
     """A short run from one start (one basin found), 8 windows over both modes: too few draws
-    to be trusted. Returns (idata, the warnings it raised)."""
+    to be trusted. Returns (idata, the warnings it raised). The windows' program is that of
+    :data:`_RESUME` (its warm-up, draws, chains and batch: one compilation for both)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        idata = run_umbrella(_mixture(), "q", starts=[{"x": np.array([-SEP, 0.0])}],
-                             centres=np.linspace(-3, 3, 8), num_warmup=20, num_samples=40,
-                             num_chains=1, refine=0, seed=5)  # fmt: skip
+        one_start = {"starts": _RESUME["starts"][:1], "centres": np.linspace(-3, 3, 8), "seed": 5}
+        idata = run_umbrella(_mixture(), "q", **{**_RESUME, **one_start})
     return idata, caught
 
 
@@ -183,11 +189,6 @@ def test_interruptible_stops_the_caller_within_a_second():
     for worker in umbrella_store._IN_FLIGHT:
         worker.join()
     umbrella_store._IN_FLIGHT.clear()
-
-
-_RESUME = dict(starts=[{"x": np.array([-SEP, 0.0])}, {"x": np.array([SEP, 0.0])}],
-               centres=np.linspace(-3, 3, 6), num_warmup=10, num_samples=20, num_chains=1,
-               refine=0, seed=3, batch=1)  # fmt: skip
 
 
 #: the compiled calls that are not a sampling call of windows

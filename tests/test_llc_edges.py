@@ -276,12 +276,16 @@ def _interrupted_then_resumed(tmp_path, monkeypatch, run):
     return whole, resumed
 
 
+#: the NUTS run of the checkpoint and chunk tests: one set of compiled programs for both (the
+#: chains, draws, warm-up and target are constants of the programs; the seed is not)
+_NUTS = dict(n=100, sampler="nuts", nbeta=NBETA, gamma=GAMMA, num_draws=60, num_burnin=40,
+             thinning=2, seed=3)  # fmt: skip
+
+
 def test_interrupted_nuts_resumes_bit_for_bit_and_refuses_other_arguments(tmp_path, monkeypatch):
     """NUTS with a checkpoint, interrupted after its second chunk (in the warm-up), then rerun:
     the same draws as an uninterrupted run; a checkpoint made with another seed is refused."""
-    run = dict(n=100, sampler="nuts", nbeta=NBETA, gamma=GAMMA, num_draws=60, num_burnin=40,
-               thinning=2, seed=3)  # fmt: skip
-    whole, resumed = _interrupted_then_resumed(tmp_path, monkeypatch, run)
+    whole, resumed = _interrupted_then_resumed(tmp_path, monkeypatch, _NUTS)
     for group, name in (("posterior", "loss"), ("sample_stats", "acceptance"),
                         ("sample_stats", "diverging")):  # fmt: skip
         np.testing.assert_array_equal(resumed[group][name], whole[group][name])
@@ -400,8 +404,7 @@ def test_chunks_do_not_change_the_nuts_draws(monkeypatch, metric):
     metric."""
     import bayes_attn.inference.llc_checkpoint as ckpt
 
-    run = dict(n=100, sampler="nuts", nbeta=NBETA, gamma=GAMMA, num_chains=2, num_draws=15,
-               num_burnin=10, seed=2, metric=metric)  # fmt: skip
+    run = {**_NUTS, "seed": 2, "metric": metric}  # the programs of the checkpoint test
     a = run_llc(quadratic, jnp.zeros(3), **run)
     monkeypatch.setattr(ckpt, "CHUNK_SECONDS", 0.0)
     b = run_llc(quadratic, jnp.zeros(3), **run)

@@ -51,24 +51,25 @@ def test_nuts_sgld_smc_record_their_runs(paper, tmp_path, reduced_nuts, reduced_
         seed=7, chains=2, warmup=50, draws=50, thinning=1, include_logdet=1, P=9.0,
     )  # fmt: skip
     assert nuts.sample_stats.attrs["sampler"] == "nuts"  # every group carries it
-    tokens = task.sample(jax.random.key(0), 8)
+    # the compiled program of test_sgld's run (its task, tokens, sizes and step; not its seed)
+    small = ba.CopyTask(8, 3)
+    tokens = small.sample(jax.random.key(1), 12)
     sgld = run_sgld(
         network_model,
-        model_args=(task, hyper, tokens, "linear", 4),
+        model_args=(small, hyper, tokens, "softmax", 12),
         model_kwargs={"batch_size": 4},
-        num_chains=1,
-        num_warmup=5,
-        num_samples=12,
-        thinning=3,
-        step_size=1e-05,
+        num_chains=2,
+        num_warmup=3,
+        num_samples=7,
+        thinning=2,
         seed=1,
         progress_bar=False,
     )
     sgld = _reread(sgld, tmp_path, "sgld")
     _check_record(
         sgld.posterior.attrs, "sgld", "network",
-        seed=1, chains=1, warmup=5, draws=4, thinning=3, d_model=4, P=8, batch_size=4,
-        factorized=0, train_embeddings=1, step_size=1e-5,
+        seed=1, chains=2, warmup=3, draws=3, thinning=2, d_model=12, P=12, batch_size=4,
+        factorized=0, train_embeddings=1, step_size=1e-4,
     )  # fmt: skip
     smc = _reread(reduced_smc, tmp_path, "smc")
     _check_record(

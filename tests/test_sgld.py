@@ -317,7 +317,9 @@ def test_run_sgld_draws_are_numpyros_mcmc_draws_to_the_bit(chains, warm, samples
         num_chains=chains, thinning=thin, chain_method="vectorized", progress_bar=False,
     )  # fmt: skip
     mcmc.run(jax.random.key(3), *args, extra_fields=("potential_energy",), **kw)
-    sites = numpyro.handlers.trace(numpyro.handlers.seed(network_model, 0)).get_trace(*args, **kw)
+    sites = {}  # the sites' types, by an abstract trace (an eager one compiles every op)
+    jax.eval_shape(lambda: sites.update(numpyro.handlers.trace(
+        numpyro.handlers.seed(network_model, 0)).get_trace(*args, **kw)))  # fmt: skip
     for name, value in mcmc.get_samples(group_by_chain=True).items():
         got, want = idata.posterior[name].values, np.asarray(value)
         if sites[name]["type"] == "deterministic":

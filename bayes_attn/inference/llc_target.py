@@ -95,14 +95,26 @@ class LLCTarget(NamedTuple):
     order: Callable | None = None
 
 
+def _abstract(model, model_args, model_kwargs, names=()) -> tuple[dict, list]:
+    """The shapes of the sites ``names``' values and the plates' (size, subsample_size), by an
+    abstract trace of the model (``jax.eval_shape``: nothing is computed or compiled, so that
+    the arguments are checked before any work)."""
+    plates: list = []
+
+    def values():
+        with handlers.block():
+            tr = handlers.trace(handlers.seed(model, 0)).get_trace(*model_args, **model_kwargs)
+        plates.extend(tuple(s["args"][:2]) for s in tr.values() if s["type"] == "plate")
+        return {name: tr[name]["value"] for name in names}
+
+    shapes = {name: tuple(a.shape) for name, a in jax.eval_shape(values).items()}
+    return shapes, plates
+
+
 def _subsampled(model, model_args, model_kwargs) -> bool:
     """Whether a plate of the model draws a minibatch (subsample_size < size)."""
-    with handlers.block():
-        tr = handlers.trace(handlers.seed(model, 0)).get_trace(*model_args, **model_kwargs)
-    return any(
-        s["type"] == "plate" and s["args"][1] is not None and s["args"][1] < s["args"][0]
-        for s in tr.values()
-    )
+    plates = _abstract(model, model_args, model_kwargs)[1]
+    return any(sub is not None and sub < size for size, sub in plates)
 
 
 def _x_star(pot: Potential, w_star):
@@ -116,12 +128,9 @@ def _x_star(pot: Potential, w_star):
                 f"w_star: needs a value for every latent site {sorted(pot.shapes)} and no other"
                 f" (missing {missing}, unknown {unknown})"
             )
-        with handlers.block():
-            tr = handlers.trace(handlers.seed(pot.model, 0)).get_trace(
-                *pot.model_args, **pot.model_kwargs
-            )
+        shapes = _abstract(pot.model, pot.model_args, pot.model_kwargs, list(pot.shapes))[0]
         for name in pot.shapes:
-            want, got = tuple(np.shape(tr[name]["value"])), tuple(np.shape(w_star[name]))
+            want, got = shapes[name], tuple(np.shape(w_star[name]))
             if got != want:
                 raise ValueError(f"w_star: {name!r} must have shape {want}, got {got}")
             if not np.all(np.isfinite(np.asarray(w_star[name], dtype=float))):
@@ -163,6 +172,7 @@ def llc_target(
     model_args, model_kwargs = tuple(model_args), dict(model_kwargs or {})
     gamma, include_prior = s.gamma, s.include_prior
     full = flat_potential(full_plates(model), model_args, model_kwargs)
+    x_star = _x_star(full, w_star)  # checked before the model is run
     if n is None:
         n = full.num_examples()
         if n is None:
@@ -171,7 +181,6 @@ def llc_target(
             )
     n = check_int("n", n, 1)
     nbeta = default_nbeta(n) if s.nbeta is None else s.nbeta
-    x_star = _x_star(full, w_star)
     subsampled = _subsampled(model, model_args, model_kwargs)
     batch_pot = flat_potential(model, model_args, model_kwargs) if subsampled else full
 
