@@ -19,6 +19,8 @@ Every finished point is written at once: the whole Dataset goes to a temporary f
 target, which then replaces it (``os.replace``, atomic on POSIX). A sweep killed at any moment
 leaves either the previous file or the new one, never a torn one; rerunning the same config skips
 the finished points (the ``done`` variable) and ends with the same Dataset as an uninterrupted run.
+A long point may keep its finished parts in its folder, :func:`point_folder` (``OUT.points/``,
+removed once the point is stored), and resume from them (the ``tokens`` kind: each source).
 A file written by a different config, or one that cannot be read, raises :class:`SweepFileError`;
 the same grid listed in another order is the same sweep (the file's order is kept).
 
@@ -35,11 +37,13 @@ points, kilobytes each) that is negligible beside the computations.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import itertools
 import json
 import logging
 import math
+import shutil
 import time
 import tomllib
 from pathlib import Path
@@ -415,6 +419,34 @@ class _SharedFile:
             return ds
 
 
+#: the folder of the point being computed (:func:`point_folder`), set by :func:`run_sweep`
+_POINT_FOLDER: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "bayes_attn_point_folder", default=None
+)
+
+
+def point_folder() -> Path | None:
+    """Where the point that :func:`run_sweep` is computing may keep its finished parts, so that an
+    interrupted point resumes from them (``OUT.points/<the point's values>/`` beside the sweep's
+    file, created by whoever writes there; removed once the point is stored); None outside a sweep.
+    Whoever writes there keys each part by a digest of what decides it."""
+    return _POINT_FOLDER.get()
+
+
+@contextlib.contextmanager
+def _in_point_folder(path: Path, pt: dict):
+    """Run the point with :func:`point_folder` set; remove the folder once the point is stored."""
+    folder = path.with_name(path.name + ".points") / ",".join(f"{d}={pt[d]}" for d in GRID)
+    token = _POINT_FOLDER.set(folder)
+    try:
+        yield
+    finally:
+        _POINT_FOLDER.reset(token)
+    shutil.rmtree(folder, ignore_errors=True)  # only after the point is stored
+    with contextlib.suppress(OSError):
+        folder.parent.rmdir()  # once every point's folder is gone
+
+
 def _postfix(cfg: SweepConfig, pt: dict) -> dict:
     """The values of the axes that vary, each number in one format (``P=1600`` beside ``P=50``)."""
     fmt = lambda v: f"{v:g}" if isinstance(v, int | float) else str(v)  # noqa: E731
@@ -482,7 +514,8 @@ def run_sweep(
             else:
                 try:
                     bar.set_postfix(_postfix(cfg, nxt.point))
-                    ds = shared.store(cfg, nxt.index, compute_point(cfg, nxt.index, nxt.point))
+                    with _in_point_folder(path, nxt.point):
+                        ds = shared.store(cfg, nxt.index, compute_point(cfg, nxt.index, nxt.point))
                     computed += 1
                 finally:
                     nxt.claim.release()

@@ -23,6 +23,10 @@ files), with two measures (the option ``measure``):
   loss of the best token-only predictor (:func:`token_only_loss`: the reversed chain's prediction
   of the previous token from the current one) and of the unigram law.
 
+A point resumes: in a sweep each source's result is saved as it finishes (:func:`per_source`, in
+the point's folder of :func:`bayes_attn.experiments.sweep.point_folder`, under a digest of all
+that decides it), and a rerun of the same sweep skips the finished sources.
+
 References
 ----------
 Issue 42 part 3; docs/validation.md, "Structured tokens: where P* moves"; docs/theory.md §1
@@ -31,13 +35,16 @@ Issue 42 part 3; docs/validation.md, "Structured tokens: where P* moves"; docs/t
 
 from __future__ import annotations
 
+import json
 import math
+import time
 
 import numpy as np
 
 __all__ = [
     "competitor_point",
     "equal_action_point",
+    "per_source",
     "pstar_point",
     "second_order_point",
     "token_only_loss",
@@ -245,11 +252,78 @@ def tokens_point(cfg, pt, task, hyper):
     return point(cfg, pt, task, hyper)
 
 
+def _source_digest(cfg, pt, spec: str) -> str:
+    """A digest of all that decides one source's result at a point: the kind, the point's values,
+    the hyperparameters, every option but the list of sources, and the source."""
+    from bayes_attn.inference.umbrella_store import fingerprint
+
+    o = {k: v for k, v in cfg.options.items() if k != "sources"}
+    plain = lambda x: x.item() if hasattr(x, "item") else str(x)  # noqa: E731
+    return fingerprint(json.dumps(
+        {"kind": cfg.kind, "point": pt, "hyper": cfg.hyper, "options": o, "source": spec},
+        sort_keys=True, default=plain,
+    ))  # fmt: skip
+
+
+def _load_row(path, digest: str) -> dict | None:
+    """The result saved at ``path`` by a run with this ``digest``, else None."""
+    import xarray as xr
+
+    if not path.exists():
+        return None
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as f:
+            ds = f.load()
+    except Exception:  # noqa: BLE001 - an unreadable part is computed again
+        return None
+    if ds.attrs.get("digest") != digest:
+        return None
+    return {k: ds[k].values for k in ds.data_vars}
+
+
+def per_source(cfg, pt, compute) -> list[dict]:
+    """``compute(spec)`` (name -> float64 array) of each source in ``cfg.options["sources"]``.
+
+    In a sweep (:func:`bayes_attn.experiments.sweep.point_folder` set) each result is written as it
+    finishes (:func:`bayes_attn.io.write_atomic`), one file per source named by the digest of all
+    that decides it (``_source_digest``: the point, hyper, options, source), so a rerun of an
+    interrupted point reads the finished sources back, bit for bit, and a changed setting never
+    reuses one; the sweep removes the folder once the point is stored. One log line per source.
+    """
+    from bayes_attn.experiments.sweep import point_folder
+    from bayes_attn.io import write_atomic
+    from bayes_attn.progress import duration, say
+
+    folder, sources = point_folder(), cfg.options["sources"]
+    rows = []
+    for i, spec in enumerate(sources):
+        digest = _source_digest(cfg, pt, spec) if folder is not None else ""
+        path = None if folder is None else folder / f"source-{digest[:24]}.nc"
+        row = None if path is None else _load_row(path, digest)
+        if row is not None:
+            say("tokens: source %d of %d (%s) finished before, read from %s", i + 1,
+                len(sources), spec, path)  # fmt: skip
+        else:
+            t0 = time.perf_counter()
+            row = {k: np.asarray(v, float) for k, v in compute(spec).items()}
+            if path is not None:
+                import xarray as xr
+
+                path.parent.mkdir(parents=True, exist_ok=True)
+                ds = xr.Dataset({k: (tuple(f"d{j}" for j in range(v.ndim)), v)
+                                 for k, v in row.items()}, attrs={"digest": digest})  # fmt: skip
+                write_atomic(ds, path)
+            say("tokens: source %d of %d (%s) done in %s", i + 1, len(sources), spec,
+                duration(time.perf_counter() - t0))  # fmt: skip
+        rows.append(row)
+    return rows
+
+
 def pstar_point(cfg, pt, task, hyper):
     """P* of every source on the point's nested datasets: dims ("source",)."""
     o = cfg.options
-    rows = []
-    for spec in o["sources"]:
+
+    def one(spec):
         t = _task(pt["L"], pt["V"], spec)
         pool = _pool(t, pt["seed"], o["pool"])
         if pt["activation"] == "linear":
@@ -265,9 +339,10 @@ def pstar_point(cfg, pt, task, hyper):
             row = equal_action_point(t, hyper, pool, gram=gram, P0=int(o["P0"]),
                                      rtol=float(o["rtol"]), max_evals=int(o["max_evals"]),
                                      aG_split=float(o["aG_split"]))  # fmt: skip
-        rows.append(row)
-    return {k: (("source",), np.array([r.get(k, math.nan) for r in rows], float))
-            for k in _PSTAR_VARS}  # fmt: skip
+        return {k: row.get(k, math.nan) for k in _PSTAR_VARS}
+
+    rows = per_source(cfg, pt, one)
+    return {k: (("source",), np.array([r[k] for r in rows], float)) for k in _PSTAR_VARS}
 
 
 def token_only_loss(source, V: int, L: int) -> dict:
@@ -320,26 +395,29 @@ def competitor_point(cfg, pt, task, hyper):
 
     o, act, P = cfg.options, pt["activation"], int(pt["P"])
     names = ("action", "q", "copy_weight", "self_weight", "train_loss")
-    out = {k: np.full((len(o["sources"]), len(STARTS)), np.nan) for k in names}
-    exact = {k: np.full(len(o["sources"]), np.nan) for k in ("loss_token_only", "loss_unigram")}
-    for i, spec in enumerate(o["sources"]):
+
+    def one(spec):
         t = _task(pt["L"], pt["V"], spec)
         tokens = _pool(t, pt["seed"], o["pool"] or P)[:P]
         strong = np.asarray(phase_starts(t, hyper, P, "kernel")["strong"]["M"])
         diag = algebra.min_norm_M(float(o["diagonal_logit"]) * jnp.eye(t.L), t.V)
         starts = {"uniform": np.zeros_like(strong), "copy": strong, "diagonal": np.asarray(diag)}
+        out = {k: np.full(len(STARTS), np.nan) for k in names}
         for j, name in enumerate(STARTS):
             m = level1_map(t, hyper, tokens, act, M0=starts[name])
             q = m.cG if act == "softmax" else float(algebra.fold_sign(m.c1, m.cG)[1])
             copy_w, self_w = _weights(m.M, tokens, t, act)
             fit = level1_fit(m.M, jnp.asarray(tokens), t, hyper, act)
             for k, v in zip(names, (m.action, q, copy_w, self_w, fit["loss"]), strict=True):
-                out[k][i, j] = v
+                out[k][j] = v
         losses = token_only_loss(t.tokens, t.V, t.L)
-        exact["loss_token_only"][i] = losses["token_only"]
-        exact["loss_unigram"][i] = losses["unigram"]
-    result = {k: (("source", "start"), v) for k, v in out.items()}
-    result.update({k: (("source",), v) for k, v in exact.items()})
+        out.update(loss_token_only=losses["token_only"], loss_unigram=losses["unigram"])
+        return out
+
+    rows = per_source(cfg, pt, one)
+    result = {k: (("source", "start"), np.stack([r[k] for r in rows])) for k in names}
+    result.update({k: (("source",), np.array([r[k] for r in rows], float))
+                   for k in ("loss_token_only", "loss_unigram")})  # fmt: skip
     return result
 
 
