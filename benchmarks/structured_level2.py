@@ -5,6 +5,8 @@ nested datasets per source, at Table 1.
     python benchmarks/structured_level2.py zipf:s=1 [--out FILE.json]
     python benchmarks/structured_level2.py markov:alpha=0.3,seed=0 [--out FILE.json]
     python benchmarks/structured_level2.py --table FILE.json [FILE.json ...]  (the markdown rows)
+    python benchmarks/structured_level2.py markov:alpha=0.3,seed=0 --part tokendep-exact \
+        --branch low --P-soft 270,280,290 --out FILE.json  (one branch of exact softmax minima)
 
 Level 2 is :mod:`bayes_attn.theory.structured`: the (c1, cG) theory for i.i.d. tokens, the
 general token-independent K for a global chain. Level 1 is the exact action over M
@@ -22,6 +24,7 @@ import argparse
 import functools
 import json
 import math
+import time
 
 import jax
 import jax.numpy as jnp
@@ -175,9 +178,62 @@ def token_dependent(task, hyper, n_sample: int, P_soft, P_lin=P_LINEAR, sample_k
     return out
 
 
+def token_dependent_exact(task, hyper, P_soft, branch: str, n_sample: int = 2000,
+                          sample_key: int = 10, out=None, warm=None):  # fmt: skip
+    """One branch of softmax minima of the token-dependent Level 2 with the exact moments
+    (:data:`bayes_attn.theory.token_dependent.FAST`), by continuation along ``P_soft`` in the order
+    given. The first start is the Monte Carlo minimum (``n_sample`` sequences, ``PRNGKey(sample_key)``)
+    at ``P_soft[0]``, from M = 0 (``branch`` "low") or from the minimum-norm M of the i.i.d. strong
+    saddle at 1.3 P (``branch`` "high"); each later P starts from the minimum before it. Every
+    finished minimum is appended to ``out`` (JSON lines) and its M to ``out + ".npz"``. ``warm``
+    ("FILE.npz:KEY", an earlier run's minimum) replaces the Monte Carlo start."""
+    from bayes_attn.theory import token_dependent as td
+
+    rows, Ms = [], {}
+    if warm:
+        path, key = warm.rsplit(":", 1)
+        M = np.load(path)[key]
+    else:
+        M, val, o = monte_carlo_start(task, hyper, float(P_soft[0]), branch, n_sample, sample_key)
+        rows.append(dict(branch=branch, P=float(P_soft[0]), kind="monte-carlo", action=val, **o))
+    for P in P_soft:
+        t0 = time.time()
+        M, val, o = td.minimum(task, hyper, float(P), "softmax", M)
+        rows.append(
+            dict(branch=branch, P=float(P), kind="exact", action=val, seconds=time.time() - t0, **o)
+        )
+        Ms[f"P{float(P):g}"] = np.asarray(M)
+        print(json.dumps(rows[-1]), flush=True)
+        if out:
+            with open(out, "a") as fh:
+                fh.write(json.dumps(rows[-1]) + "\n")
+            np.savez(out + ".npz", **Ms)
+    return rows
+
+
+def monte_carlo_start(task, hyper, P0, branch, n_sample, sample_key):
+    """The Monte Carlo minimum at ``P0`` from M = 0 ("low") or the strong saddle ("high")."""
+    from bayes_attn.theory import token_dependent as td
+
+    sample = task.sample(jax.random.PRNGKey(sample_key), n_sample)
+    if branch == "low":
+        M0 = np.zeros((task.n_features,) * 2)
+    else:
+        M0 = min_norm(task, st._iid_start(task, hyper, 1.3 * P0, "softmax"))
+    return td.minimum(task, hyper, P0, "softmax", M0, sample=sample)
+
+
 def table(paths):
     """The markdown rows of docs/validation.md from the JSON files of earlier runs."""
+    exact = {}
     for path in paths:
+        if path.endswith(".jsonl"):  # tokendep-exact: one minimum a line
+            with open(path) as fh:
+                for r in map(json.loads, fh):
+                    print(f"| {r['branch']} | {r['P']:g} | {r['cG']:.4f} | {r['c1']:.4f} | "
+                          f"{r['action']:.6f} | {r['resid']:.3f} | {r['nit']} |")  # fmt: skip
+                    exact.setdefault(r["P"], {})[r["branch"]] = r
+            continue
         with open(path) as fh:
             res = json.load(fh)
         for r in res.get("along", []):
@@ -188,6 +244,11 @@ def table(paths):
         for k, e in enumerate(res.get("equal", [])):
             gaps = ", ".join(f"{g:+.2f}" for g in e["gaps"])
             print(f"| {res['tokens']} | {k} | {e['grid']} | {gaps} | {e['equal_action']:.1f} |")
+    for P, b in sorted(exact.items()):  # the two branches at each P: one minimum or two
+        if len(b) == 2:
+            lo, hi = b["low"], b["high"]
+            print(f"| {P:g} | {lo['cG']:.4f} | {hi['cG']:.4f} | {hi['cG'] - lo['cG']:+.1e} | "
+                  f"{hi['action'] - lo['action']:+.1e} |")  # fmt: skip
 
 
 def main():
@@ -195,8 +256,11 @@ def main():
     ap.add_argument("tokens", nargs="+")
     ap.add_argument("--table", action="store_true", help="print the tables of the JSON files given")
     ap.add_argument("--out")
-    ap.add_argument("--part", choices=("all", "level2", "along", "equal", "tokendep"),
-                    default="all")  # fmt: skip
+    ap.add_argument("--part", choices=("all", "level2", "along", "equal", "tokendep",
+                                       "tokendep-exact"), default="all")  # fmt: skip
+    ap.add_argument("--branch", choices=("low", "high"), default="low",
+                    help="tokendep-exact: the first start (M = 0 or the strong saddle)")  # fmt: skip
+    ap.add_argument("--warm", help="tokendep-exact: start from FILE.npz:KEY (an earlier minimum)")
     ap.add_argument("--n-sample", type=int, default=2000, help="tokendep: Monte Carlo sequences")
     ap.add_argument("--P-soft", default="260,280,290,300,320", help="tokendep: softmax P grid")
     ap.add_argument("--P-lin", default="60,200,400,600", help="tokendep: linear P grid")
@@ -210,8 +274,12 @@ def main():
     task = CopyTask(25, 5, tokens=parse_tokens(a.tokens[0]))
     hyper = Hyper.paper()
     res = {"tokens": a.tokens[0]}
+    grid = lambda x: tuple(float(v) for v in x.split(",") if v)  # noqa: E731
+    if a.part == "tokendep-exact":  # --out: JSON lines, appended as each minimum finishes
+        token_dependent_exact(task, hyper, grid(a.P_soft), a.branch, a.n_sample, a.sample_key,
+                              a.out, a.warm)  # fmt: skip
+        return
     if a.part == "tokendep":
-        grid = lambda x: tuple(float(v) for v in x.split(",") if v)  # noqa: E731
         res["tokendep"] = token_dependent(
             task, hyper, a.n_sample, grid(a.P_soft), grid(a.P_lin), a.sample_key
         )
