@@ -36,7 +36,8 @@ def theory_report(task, hyper, Ps, activations) -> dict:
 
     for P in Ps:
         check_P_in_range(task, hyper, P)
-    b = theory.phase_boundaries(task, hyper)
+    only = activations[0] if len(set(activations)) == 1 else None  # the others' are not reported
+    b = theory.phase_boundaries(task, hyper, only)
     report = {
         "preset": {"L": task.L, "V": task.V, **hyper.as_dict()},
         "boundaries": {

@@ -79,7 +79,7 @@ def theory_point(cfg, pt, task, hyper):
     q = "cG" if act == "linear" else "aG"  # Saddle.cG is the logit gap for softmax
     out["meta_q"] = getattr(meta, q) if meta else math.nan
     out["meta_loss"] = meta.loss if meta else math.nan
-    b = theory.phase_boundaries(task, hyper)  # cached per (task, hyper)
+    b = theory.phase_boundaries(task, hyper, act)  # cached per (task, hyper)
     ours = {k: getattr(b, k) if BOUNDARY_ACTIVATION[k] == act else math.nan for k in _BOUNDARIES}
     out.update(second_order=ours["second_order"], crossover=ours["crossover"])
     out["first_order"] = ours["first_order"]

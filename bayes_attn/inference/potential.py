@@ -313,16 +313,22 @@ class Potential(NamedTuple):
     def num_examples(self) -> int | None:
         """The number of examples of the likelihood: the product of the full sizes of the plates
         around the observed sites (the largest over sites), or None when no observed site sits
-        in a plate (a ``numpyro.factor`` alone, say)."""
-        with handlers.block():
-            tr = handlers.trace(handlers.seed(self.model, 0)).get_trace(
-                *self.model_args, **self.model_kwargs
+        in a plate (a ``numpyro.factor`` alone, say). The model is only traced abstractly
+        (``jax.eval_shape``): the plates' sizes are static."""
+        sizes: list = []
+
+        def run():
+            with handlers.block():
+                tr = handlers.trace(handlers.seed(self.model, 0)).get_trace(
+                    *self.model_args, **self.model_kwargs
+                )
+            sizes.extend(
+                int(np.prod([frame.size for frame in site["cond_indep_stack"]]))
+                for site in tr.values()
+                if site["type"] == "sample" and site["is_observed"] and site["cond_indep_stack"]
             )
-        sizes = [
-            int(np.prod([frame.size for frame in site["cond_indep_stack"]]))
-            for site in tr.values()
-            if site["type"] == "sample" and site["is_observed"] and site["cond_indep_stack"]
-        ]
+
+        jax.eval_shape(run)
         return max(sizes) if sizes else None
 
     def sites(self, x) -> dict:
@@ -434,17 +440,22 @@ def find_modes(
     radius: float = 0.1,
     maxiter: int = 2000,
     hvp: str = "exact",
+    value_and_grad: Callable | None = None,
 ) -> list[Mode]:
     """:func:`find_mode` from each of ``starts`` (a sequence of constrained starts), the potential,
-    its gradient and its Hessian-vector product compiled once for all of them."""
+    its gradient and its Hessian-vector product compiled once for all of them.
+
+    ``value_and_grad``: ``x -> (U(x), grad U(x))`` of the same potential computed another way
+    (a faster compiled form), used instead of differentiating the model's; ``hvp="difference"``
+    only."""
     from scipy import optimize
 
     radius = check_positive("radius", radius)
     maxiter = check_int("maxiter", maxiter, 1)
-    if hvp not in HVP_METHODS:
-        raise ValueError(f"hvp must be one of {HVP_METHODS}, got {hvp!r}")
+    if hvp not in HVP_METHODS or (value_and_grad is not None and hvp != "difference"):
+        raise ValueError(f"hvp: {hvp!r} is not one of {HVP_METHODS} or not with value_and_grad")
     pot = flat_potential(model, model_args, model_kwargs)
-    fg = jax.jit(jax.value_and_grad(pot.U))
+    fg = value_and_grad or jax.jit(jax.value_and_grad(pot.U))
     last: dict = {}
 
     def fun(x):

@@ -105,13 +105,15 @@ def _phase_starts(model, args, kwargs) -> list[dict] | None:
 
 def _modes(model, pot, q, starts):
     """Flat modes (sorted by q, duplicates dropped), their q, the Laplace sd of q and the
-    conditional-mean direction dx/dq at each."""
-    found = []
-    for start in starts:
-        m = potential.find_mode(
-            model, start=start, model_args=pot.model_args, model_kwargs=pot.model_kwargs
+    conditional-mean direction dx/dq at each (compiled); the modes are found on one compiled
+    potential (:func:`~bayes_attn.inference.potential.find_modes`)."""
+    found = [
+        np.asarray(m.x)
+        for m in potential.find_modes(
+            model, starts=starts, model_args=pot.model_args, model_kwargs=pot.model_kwargs
         )
-        found.append(np.asarray(m.x))
+    ]
+    grad_q = jax.jit(jax.grad(q))
     qs = np.array([float(q(jnp.asarray(x))) for x in found])
     order = np.argsort(qs)
     xs, qs, sds, dirs, hs = [], [], [], [], []
@@ -120,7 +122,7 @@ def _modes(model, pot, q, starts):
         if qs and abs(float(q(jnp.asarray(x))) - qs[-1]) < 1e-6 * (1 + abs(qs[-1])):
             continue
         H = potential.hessian(pot.U, x)
-        g = np.asarray(jax.grad(q)(jnp.asarray(x)), dtype=np.float64)
+        g = np.asarray(grad_q(jnp.asarray(x)), dtype=np.float64)
         lam, Q = np.linalg.eigh(H)
         lam = np.maximum(np.abs(lam), 1e-8 * max(float(np.abs(lam).max()), 1e-300))
         v = (Q / lam) @ (Q.T @ g)  # Sigma g
@@ -135,9 +137,9 @@ def _modes(model, pot, q, starts):
     return np.array(xs), np.array(qs), np.array(sds), np.array(dirs), np.array(hs)
 
 
-def _path_point(q, xs, qs, dirs, centre) -> np.ndarray:
+def _path_point(q_many, xs, qs, dirs, centre) -> np.ndarray:
     """A point whose q is near ``centre``: on the straight segments between the modes, or on the
-    Laplace conditional mean beyond the outer modes."""
+    Laplace conditional mean beyond the outer modes. ``q_many``: q of a stack of points."""
     if centre <= qs[0] or len(xs) == 1 and centre >= qs[0]:
         i = 0 if centre <= qs[0] else -1
         return xs[i] + (centre - qs[i]) * dirs[i]
@@ -146,7 +148,7 @@ def _path_point(q, xs, qs, dirs, centre) -> np.ndarray:
     j = int(np.searchsorted(qs, centre)) - 1
     t = np.linspace(0.0, 1.0, 101)
     seg = xs[j][None] + t[:, None] * (xs[j + 1] - xs[j])[None]
-    qt = np.asarray(jax.vmap(q)(jnp.asarray(seg)))
+    qt = np.asarray(q_many(jnp.asarray(seg)))
     return seg[int(np.argmin(np.abs(qt - centre)))]
 
 
@@ -188,7 +190,7 @@ def plan_windows(
     max_windows = UmbrellaSettings.max_windows if max_windows is None else max_windows
     max_windows = check_int("max_windows", max_windows, 8)
     pot = potential.flat_potential(model, model_args, model_kwargs)
-    q = pot.scalar_site(cv)
+    q = pot.scalar_site(cv)  # eager: its values place the centres (a compiled q differs in bits)
     if starts is None:
         starts = _default_starts(model, pot, jax.random.key(0) if key is None else key)
     xs, qs, sds, dirs, hs = _modes(model, pot, q, list(starts))
@@ -204,7 +206,8 @@ def plan_windows(
     kappa = np.broadcast_to(np.asarray(kappa, dtype=np.float64), centres.shape).copy()
     if not np.all(kappa > 0):
         raise ValueError(f"kappa must be > 0, got {kappa.min()}")
-    path = np.stack([_path_point(q, xs, qs, dirs, c) for c in centres])
+    q_many = jax.jit(jax.vmap(q))
+    path = np.stack([_path_point(q_many, xs, qs, dirs, c) for c in centres])
     return UmbrellaPlan(centres, kappa, path, qs, sds, hs)
 
 

@@ -456,29 +456,48 @@ def critical_end_point(task, hyper, bracket=None, tol: float = 0.01) -> dict:
     return dict(P=math.exp(logP), L=L, cG=c, L_bracket=(lo, hi), polished=True)
 
 
-@functools.lru_cache(maxsize=64)
-def phase_boundaries(task, hyper) -> PhaseBoundaries:
+def phase_boundaries(task, hyper, activation: str | None = None) -> PhaseBoundaries:
     """Every phase boundary of the reduced theory for one task and set of scales.
 
     Results are cached per (task, hyper), both immutable: the figures, the CLI and the sweeps ask
     for the same preset many times.
 
+    Parameters
+    ----------
+    activation : {"linear", "softmax"}, optional
+        Compute only that activation's boundaries (which field belongs to which:
+        ``bayes_attn.models._sites.BOUNDARY_ACTIVATION``); the other's fields are nan. Default:
+        both.
+
     References
     ----------
     Paper Eqs. 16, 17, 21; docs/theory.md §7 ("Saddle points and phase boundaries") and §8.
     """
+    if activation is not None:
+        check_activation(activation)
+    nan = math.nan
+    if activation == "softmax":
+        linear = dict(second_order=nan, second_order_closed_form=nan, second_order_leading=nan,
+                      crossover=nan, crossover_markers=dict(c1_peak=nan, copy_overtakes=nan))  # fmt: skip
+    else:
+        linear = _linear_boundaries(task, hyper)
+    soft = (nan,) * 3 if activation == "linear" else softmax_transition(scales(task, hyper))
+    first, lo, hi = soft
+    return PhaseBoundaries(**linear, first_order=first, spinodals=(lo, hi))
+
+
+@functools.lru_cache(maxsize=64)
+def _linear_boundaries(task, hyper) -> dict:
+    """The linear fields of :func:`phase_boundaries` (cached per (task, hyper)); a fresh dict."""
     sc = scales(task, hyper)
     P2 = second_order_numeric(sc)
     cross = crossover(sc, P2)
-    first, lo, hi = softmax_transition(sc)
-    return PhaseBoundaries(
+    return dict(
         second_order=P2,
         second_order_closed_form=float(second_order_closed_form(sc)),
         second_order_leading=float(second_order_leading(sc)),
         crossover=cross.pop("crossover"),
         crossover_markers=cross,
-        first_order=first,
-        spinodals=(lo, hi),
     )
 
 
