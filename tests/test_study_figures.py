@@ -99,14 +99,16 @@ def _induction_files():
     study = xr.Dataset({n: (dims, rng.uniform(0.5, 1.0, shape)) for n in names},
                        coords={"activation": ["softmax", "linear"], "P": [10, 100], "seed": [0, 1]})  # fmt: skip
     study["done"] = (dims, done)
-    L = 4
-    A = np.tril(rng.uniform(size=(2, L, L)))
-    maps = xr.Dataset({"A1_mean": (("point", "a", "b"), A), "A2_mean": (("point", "a", "b"), A),
-                       "A2_example": (("point", "a", "b"), 0 * A),  # linear M = 0: no attention
-                       "tokens_example": (("point", "a"), [[0, 1, 0, 1], [1, 1, 0, 2]])},
-                      coords={"point": ["linear:10:0", "softmax:10:0"]})  # fmt: skip
+    L = 4  # the forms' file: an induction sweep with store_maps (activation, P, seed), P = 100 not done
+    A = np.tril(rng.uniform(size=(2, 2, 1, L, L)))
+    grid, pq = ("activation", "P", "seed"), ("activation", "P", "seed", "query", "key")
+    maps = xr.Dataset({"A1_mean": (pq, A), "A2_mean": (pq, A),
+                       "A2_example": (pq, 0 * A),  # linear M = 0: no attention
+                       "tokens_example": (grid + ("query",), np.tile([0, 1, 0, 2], (2, 2, 1, 1))),
+                       "done": (grid, [[[True], [False]], [[True], [False]]])},
+                      coords={"activation": ["linear", "softmax"], "P": [10, 100], "seed": [0]})  # fmt: skip
     for n in ("copy1", "uniform1", "induction2", "induction2_excess"):
-        maps[n] = ("point", [0.2, 0.3])
+        maps[n] = (grid, np.full((2, 2, 1), 0.2))
     tdims, curve = ("P", "seed", "doubly_stochastic"), ("P", "seed", "doubly_stochastic", "chunk")
     train = xr.Dataset({n: (curve, rng.uniform(0.1, 1.0, (1, 2, 2, 5)))
                         for n in ("test_loss", "kl_bigram", "kl_unigram", "copy1", "induction2_excess")},
@@ -131,8 +133,8 @@ def test_induction_figures_and_tables():
     assert len(text) == 1 + 3 and not any(line.startswith("linear     100") for line in text)
     fig = plots.induction_across_P(study, maps)
     assert len(fig.axes) == 6 and "not yet in the study: P = [100]" in fig.axes[1].get_title()
-    assert map_points(maps) == ["softmax:10:0", "linear:10:0"]
-    E = attention_excess(maps.A1_mean.values[0])
+    assert map_points(maps) == [("softmax", 10, 0), ("linear", 10, 0)]
+    E = attention_excess(maps.A1_mean.values[0, 0, 0])
     np.testing.assert_allclose(np.nansum(E, axis=-1), 0.0, atol=1e-12)  # rows sum to uniform's
     assert np.isnan(E[0, 1:]).all()
     fig = plots.induction_patterns(maps)

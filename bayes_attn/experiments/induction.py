@@ -26,11 +26,16 @@ from bayes_attn.inference.potential import find_modes
 from bayes_attn.keys import dataset_key, run_key
 from bayes_attn.models.two_layer import forward, induction_scores, two_layer_kernel_model
 from bayes_attn.theory import induction_refs
+from bayes_attn.theory.action import woodbury_evidence
 
 __all__ = [
     "DESCRIPTIONS",
+    "BLOCK",
     "INDUCTION_DEFAULTS",
     "START_SCALE",
+    "blocked_data",
+    "blocked_potential",
+    "blocked_value_and_grad",
     "check_induction",
     "INDUCTION_FROZEN_DEFAULTS",
     "circuit",
@@ -38,6 +43,8 @@ __all__ = [
     "frozen_gram",
     "induction_map",
     "induction_point",
+    "MAP_DIMS",
+    "map_reading",
     "map_search",
     "readout_mean",
 ]
@@ -82,6 +89,68 @@ def readout_mean(M1, M2, task, hyper, tokens, activation: str, gram=None) -> jax
     return jnp.linalg.solve(X.T @ X + lam * jnp.eye(X.shape[1]), X.T @ Y).T
 
 
+#: sequences per block in the MAP search's potential (:func:`blocked_data`): small enough that a
+#: block's attention patterns and their cotangents stay in the CPU's cache
+BLOCK = 20
+
+
+def blocked_data(task, tokens, gram=None, block: int = BLOCK) -> dict:
+    """The data of :func:`blocked_potential`: the features (whitened with ``gram``) and the
+    targets of the positions that have one, in blocks of ``block`` sequences (the last padded
+    with zero features, whose heads are zero and add nothing), and what does not depend on the
+    forms: the features' Gram ``Spp`` and products with the targets ``Bp``, and ``yy``."""
+    block = check_int("block", block, 1)
+    psi = features(task, tokens, gram)
+    y = task.targets(tokens)[:, :-1]
+    P, L, n = psi.shape
+    rows, yr = psi[:, :-1].reshape(-1, n), y.reshape(-1, task.V)
+    pad = -P % block
+    psi = jnp.concatenate([psi, jnp.zeros((pad, L, n), psi.dtype)])
+    y = jnp.concatenate([y, jnp.zeros((pad,) + y.shape[1:], y.dtype)])
+    k = (P + pad) // block
+    return {"psi": psi.reshape(k, block, L, n), "y": y.reshape(k, block, L - 1, task.V),
+            "Spp": rows.T @ rows, "Bp": rows.T @ yr, "yy": jnp.sum(yr**2)}  # fmt: skip
+
+
+def blocked_potential(x, data: dict, scales, activation: str):
+    """The potential of :func:`~bayes_attn.models.two_layer.two_layer_kernel_model` (causal, two
+    layers, every stream) at the flat ``x`` = (M1, M2) raveled, computed block by block.
+
+    The design Phi = [psi, H] (H the heads h1, h2) enters the evidence only through its Gram and
+    its products with the targets: the psi blocks are fixed data (``Spp``, ``Bp`` of
+    :func:`blocked_data`), and the H blocks are summed over blocks of sequences in a ``scan``
+    (each block recomputed in the backward pass), so that the small batched products work in
+    cache. ``scales`` = (chi, g_W, g_O, sigma^2). The same function as the model's potential up
+    to the order of the sums (1e-13 relative; tests/test_two_layer.py)."""
+    chi, g_w, g_o, sigma2 = scales
+    psi, y = data["psi"], data["y"]
+    n, V = psi.shape[-1], y.shape[-1]
+    M1, M2 = x[: n * n].reshape(n, n), x[n * n :].reshape(2 * n, 2 * n)
+
+    @jax.checkpoint
+    def add_block(acc, block):
+        ps, yb = block
+        Phi, _, _ = forward(M1, M2, ps, activation, True, ("h1", "h2"))
+        H, rows = Phi[:, :-1].reshape(-1, 3 * n), ps[:, :-1].reshape(-1, n)
+        return (acc[0] + rows.T @ H, acc[1] + H.T @ H, acc[2] + H.T @ yb.reshape(-1, V)), None
+
+    zero = (jnp.zeros((n, 3 * n)), jnp.zeros((3 * n, 3 * n)), jnp.zeros((3 * n, V)))
+    (SpH, SHH, BH), _ = jax.lax.scan(add_block, zero, (psi, y))
+    G = jnp.block([[data["Spp"], SpH], [SpH.T, SHH]])
+    B = jnp.concatenate([data["Bp"], BH])
+    s_data, logdet = woodbury_evidence(G, B, data["yy"], sigma2, g_o)
+    var = g_w / chi
+    prior = 0.5 * jnp.sum(x**2) / var + 0.5 * x.size * jnp.log(2 * jnp.pi * var)
+    return chi * s_data + logdet + prior
+
+
+#: the value and gradient of :func:`blocked_potential`, compiled once per data shape and
+#: activation (so every seed of a P reuses it)
+blocked_value_and_grad = jax.jit(
+    jax.value_and_grad(blocked_potential), static_argnames="activation"
+)
+
+
 def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test: int = 2000,
                beta: float = 3.0, maxiter: int = 300, hvp: str = "difference",
                d_model: int | None = None) -> dict:  # fmt: skip
@@ -90,7 +159,13 @@ def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test:
     the run key's dataset key, the held-out ``test`` from the run key folded with 1, the two
     ``starts`` (``{"zero", "circuit"}``: near zero from the key folded with 2; the circuit), the
     frozen ``gram`` (None for the kernel limit), the ``modes`` found from each start, the kept
-    start ``won`` and its forms ``map`` (``{"M1", "M2"}``)."""
+    start ``won`` and its forms ``map`` (``{"M1", "M2"}``).
+
+    With ``hvp="difference"`` (the default) the optimiser evaluates :func:`blocked_potential`,
+    the model's potential in blocks of sequences, compiled once per P and activation: the same
+    modes as on the model's own potential (1e-10 relative; docs/performance.md, "Induction head:
+    the study's MAP sweep") at about half the cost per gradient. ``hvp="exact"`` differentiates
+    the model's potential as before."""
     check_activation(activation)
     P = check_int("P", P, 1)
     num_test = check_int("num_test", num_test, 1)
@@ -109,8 +184,16 @@ def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test:
     }
     gram = None if d_model is None else frozen_gram(jax.random.fold_in(key, 3), task, d_model)
     args = (task, hyper, tokens, activation, gram)
+    fg = None
+    if hvp == "difference":  # the same potential in blocks of sequences, compiled once per P
+        data = blocked_data(task, tokens, gram)
+        scales = (hyper.chi, hyper.g_w, hyper.g_o, hyper.sigma2)
+
+        def fg(x):
+            return blocked_value_and_grad(x, data, scales, activation=activation)
+
     found = find_modes(two_layer_kernel_model, starts=list(starts.values()), model_args=args,
-                       maxiter=maxiter, hvp=hvp)  # fmt: skip
+                       maxiter=maxiter, hvp=hvp, value_and_grad=fg)  # fmt: skip
     modes = dict(zip(starts, found, strict=True))
     won = min(modes, key=lambda k: modes[k].U)
     best = modes[won].potential.unravel(jnp.asarray(modes[won].x))
@@ -152,8 +235,22 @@ def induction_map(
     """
     s = map_search(task, hyper, P, activation, seed=seed, num_test=num_test, beta=beta,
                    maxiter=maxiter, hvp=hvp, d_model=d_model)  # fmt: skip
-    tokens, test, gram, modes, won = s["tokens"], s["test"], s["gram"], s["modes"], s["won"]
-    M1, M2 = s["map"]["M1"], s["map"]["M2"]
+    return map_reading(task, hyper, activation, s)[0]
+
+
+def map_reading(task, hyper, activation: str, search: dict) -> tuple[dict, dict]:
+    """What :func:`induction_map` reports of a :func:`map_search` ``search``, and the MAP's forms
+    and attention patterns on the held-out set.
+
+    Returns ``(scalars, maps)``: ``scalars`` the flat ``{name: float}`` of :func:`induction_map`;
+    ``maps`` the arrays ``M1`` (n x n), ``M2`` (2n x 2n), ``A1_mean`` and ``A2_mean`` (L x L,
+    both layers' attention averaged over the held-out sequences), ``A1_example``,
+    ``A2_example`` and ``tokens_example`` (held-out sequence 0), as the ``induction`` sweep
+    writes them with ``store_maps`` (docs/figures/induction/patterns.png draws them).
+    """
+    tokens, test, gram = search["tokens"], search["test"], search["gram"]
+    modes, won = search["modes"], search["won"]
+    M1, M2 = search["map"]["M1"], search["map"]["M2"]
     w = readout_mean(M1, M2, task, hyper, tokens, activation, gram)
     Phi, A1, A2 = forward(M1, M2, features(task, test, gram), activation, True)
     out = {f"U_{k}": float(m.U) for k, m in modes.items()}
@@ -161,18 +258,33 @@ def induction_map(
     out["converged"] = float(modes[won].converged)
     out.update({k: float(v) for k, v in induction_scores(A1, A2, test, task.V).items()})
     out.update(induction_refs.compare_to_strategies(task, test, np.asarray(Phi @ w.T)))
-    return out
+    maps = {"M1": M1, "M2": M2, "A1_mean": A1.mean(0), "A2_mean": A2.mean(0),
+            "A1_example": A1[0], "A2_example": A2[0], "tokens_example": test[0]}  # fmt: skip
+    return out, {k: np.asarray(v) for k, v in maps.items()}
 
 
 # --------------------------------------------------------------------------------------------------
 # The sweep kind ``induction`` (bayes_attn/configs/induction_*.toml)
 
-#: the options of the ``induction`` sweep kind, with their defaults
-INDUCTION_DEFAULTS = {"num_test": 2000, "beta": 3.0, "maxiter": 300}
+#: the options of the ``induction`` sweep kind, with their defaults; ``store_maps`` also writes
+#: each point's MAP forms and attention patterns (:data:`MAP_DIMS`, :func:`map_reading`)
+INDUCTION_DEFAULTS = {"num_test": 2000, "beta": 3.0, "maxiter": 300, "store_maps": False}
 
 #: the options of the ``induction_frozen`` sweep kind: the network's exact posterior with frozen
 #: embeddings of width ``d_model`` (the study's "exact frozen network's MAP at d = 10^4")
 INDUCTION_FROZEN_DEFAULTS = {**INDUCTION_DEFAULTS, "d_model": 10_000}
+
+#: the extra dims of the arrays an ``induction`` sweep writes with ``store_maps``: M1's rows and
+#: columns (n = V + L features), M2's (2n), and the queries and keys of the attention patterns
+MAP_DIMS = {
+    "M1": ("M1_row", "M1_col"),
+    "M2": ("M2_row", "M2_col"),
+    "A1_mean": ("query", "key"),
+    "A2_mean": ("query", "key"),
+    "A1_example": ("query", "key"),
+    "A2_example": ("query", "key"),
+    "tokens_example": ("query",),
+}
 
 #: the variables an ``induction`` sweep writes whose meaning here differs from the one table,
 #: :data:`bayes_attn.experiments.kinds.DESCRIPTIONS` (which describes the rest)
@@ -200,15 +312,30 @@ def check_induction(cfg, options: dict) -> dict:
             options[name] = check_int(name, options[name], 1)
     if "beta" in options:
         options["beta"] = check_positive("beta", options["beta"])
+    if "store_maps" in options:
+        if not isinstance(options["store_maps"], bool):
+            raise ValueError(f"store_maps must be true or false, got {options['store_maps']!r}")
+        if options["store_maps"] and (len(cfg.L) > 1 or len(cfg.V) > 1):
+            raise ValueError(
+                f"store_maps: the forms' and patterns' shapes depend on L and V, so a sweep that "
+                f"stores them takes one L and one V, got L = {list(cfg.L)}, V = {list(cfg.V)}"
+            )
     return options
 
 
 def induction_point(cfg, pt, task, hyper) -> dict:
     """One grid point of an ``induction`` sweep: :func:`induction_map` on the induction task at
-    the point's (L, V) and the sweep's token source, every output a scalar."""
+    the point's (L, V) and the sweep's token source, every output a scalar; with the option
+    ``store_maps``, also the MAP's forms and patterns (:func:`map_reading`, dims
+    :data:`MAP_DIMS`)."""
     from bayes_attn.induction import InductionTask
 
     task = InductionTask(task.L, task.V, task.tokens)
-    out = induction_map(task, hyper, int(pt["P"]), pt["activation"], seed=int(pt["seed"]),
-                        **cfg.options)  # fmt: skip
-    return {name: ((), np.asarray(v)) for name, v in out.items()}
+    options = dict(cfg.options)
+    store = options.pop("store_maps", False)
+    s = map_search(task, hyper, int(pt["P"]), pt["activation"], seed=int(pt["seed"]), **options)
+    out, maps = map_reading(task, hyper, pt["activation"], s)
+    result = {name: ((), np.asarray(v)) for name, v in out.items()}
+    if store:
+        result.update({name: (MAP_DIMS[name], v) for name, v in maps.items()})
+    return result

@@ -90,12 +90,38 @@ def _default_dtype_bytes() -> int:
     return np.dtype(jax.dtypes.canonicalize_dtype(float)).itemsize
 
 
-def _estimate_parts(task, d_model, P, *, factorized, batch_size, num_test, dtype_bytes):
-    """(fixed bytes per device, bytes per resident member)."""
-    d, L, V = d_model, task.L, task.V
-    n_params = d * d * (2 if factorized else 1) + d * (V + L) + V * d
-    B = P if batch_size is None else min(batch_size, P)
+def _one_layer_sizes(d, L, V, factorized):
+    """(parameters, table floats, floats per sequence) of the one-layer network at width d: W_G
+    (or W_Q, W_K), the embeddings, W_O; the (V L) x d tables and the (V L)^2 logit table; the
+    logits, attention and output per query."""
     VL = V * L
+    n_params = d * d * (2 if factorized else 1) + d * (V + L) + V * d
+    tables = _PER_TABLE * VL * d * (2 if factorized else 1) + _PER_TABLE2 * VL * VL
+    return n_params, tables, L * (L + V)
+
+
+def _two_layer_sizes(d, L, V, factorized):
+    """(parameters, table floats, floats per sequence) of the two-layer network
+    (:func:`bayes_attn.models.two_layer.init_network_params`) at width d, n = V + L features:
+    W_G1 (d^2), W_G2 (4 d^2), the embeddings (d n) and the readout W_O (V x 4d); the products of
+    the weights with the embeddings (d n and 2d x 2n) and the forms M1 (n^2) and M2 ((2n)^2); per
+    query both layers' logits and attention (2 L), the streams [h0, h1, h2] (4n) and the output."""
+    if factorized:
+        raise ValueError("factorized: the two-layer network trains full W_G1 and W_G2 only")
+    n = V + L
+    n_params = 5 * d * d + d * n + 4 * V * d
+    tables = _PER_TABLE * 5 * d * n + _PER_TABLE2 * 5 * n * n
+    return n_params, tables, L * (2 * L + 4 * n + V)
+
+
+def _estimate_parts(task, d_model, P, *, factorized, batch_size, num_test, dtype_bytes):
+    """(fixed bytes per device, bytes per resident member): the one-layer network's, or the
+    two-layer network's for an induction task (a task with a ``target_mask``, as
+    :func:`bayes_attn.inference.adam_nets.is_induction` tells them apart)."""
+    d, L, V = d_model, task.L, task.V
+    sizes = _two_layer_sizes if hasattr(task, "target_mask") else _one_layer_sizes
+    n_params, tables, per_sequence = sizes(d, L, V, factorized)
+    B = P if batch_size is None else min(batch_size, P)
     f = dtype_bytes
     per_member = (
         _RESIDENT_PER_PARAM * n_params * f
@@ -103,10 +129,7 @@ def _estimate_parts(task, d_model, P, *, factorized, batch_size, num_test, dtype
         + _CHUNK * _KEY_BYTES  # its keys for one chunk
         + (L * L + 8) * f  # its observables (A_bar and scalars)
     )
-    tables = _PER_TABLE * VL * d + _PER_TABLE2 * VL * VL
-    if factorized:
-        tables += _PER_TABLE * VL * d  # H W_Q^T and H W_K^T
-    sequences = _PER_SEQUENCE * (B + P + num_test) * L * (L + V)
+    sequences = _PER_SEQUENCE * (B + P + num_test) * per_sequence
     fixed = (
         (_WORKING_PER_PARAM * n_params + tables + sequences) * f
         + num_test * L * 4  # the shared test tokens
@@ -135,11 +158,17 @@ def estimate_bytes(
         + (6 n + 3 V L d + 4 (V L)^2) b                    the running member: gradients, tables
         + 3 (B + P + num_test) L (L + V) b + 4 num_test L  logits, attention, cotangents, observables
 
-    (``3 V L d`` twice when factorised). See docs/performance.md, "Scaling out".
+    (``3 V L d`` twice when factorised). For an
+    :class:`~bayes_attn.induction.InductionTask` the member is the two-layer network, sized from
+    its own shapes (n = V + L features): ``5 d^2 + d n + 4 V d`` parameters (W_G1, W_G2 of
+    (2d)^2, the embeddings, the readout of [h0, h1, h2]), tables ``3 * 5 d n + 4 * 5 n^2`` (the
+    weights' products with the embeddings; M1 and M2 of (2n)^2) and ``L (2 L + 4 n + V)`` floats
+    per sequence in place of ``L (L + V)``. See docs/performance.md, "Scaling out".
 
     Parameters
     ----------
-    task : CopyTask
+    task : CopyTask or InductionTask
+        An induction task's member is the two-layer network.
     d_model, P, members : int
     factorized : bool
         W_Q, W_K instead of W_G.
@@ -237,8 +266,9 @@ def members_per_group(
     )
     fit = (limit - fixed) // per_member
     if fit < 1:
+        net = "two-layer" if hasattr(task, "target_mask") else "one-layer"
         raise MemoryError(
-            f"one ensemble member at d_model={d_model} (P={P}, L={task.L}, V={task.V}"
+            f"one {net} ensemble member at d_model={d_model} (P={P}, L={task.L}, V={task.V}"
             f"{', factorized' if factorized else ''}, batch_size={batch_size or P}) needs an "
             f"estimated {format_bytes(fixed + per_member)} per device, more than the memory limit "
             f"of {format_bytes(limit)}; lower d_model or batch_size, or raise the limit "

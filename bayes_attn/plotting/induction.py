@@ -23,10 +23,12 @@ REFS = (("loss_bigram", "Bayes (Dirichlet bigram)", "k", "-."),
 
 
 def map_points(mp):
-    """The forms' file's points (``activation:P:seed``), softmax first, each by P."""
-    keys = [str(k).split(":") for k in mp.point.values]
-    keys.sort(key=lambda k: (ACTIVATIONS.index(k[0]), int(k[1]), int(k[2])))
-    return [":".join(k) for k in keys]
+    """The done points ``(activation, P, seed)`` of the maps file ``mp`` (an ``induction``
+    sweep with ``store_maps``, its axes L and V squeezed out), softmax first, each by P."""
+    acts = [a for a in ACTIVATIONS if a in mp.activation.values]
+    return [(act, int(P), int(seed)) for act in acts for P in sorted(mp.P.values)
+            for seed in mp.seed.values
+            if bool(mp.done.sel(activation=act, P=P, seed=seed))]  # fmt: skip
 
 
 def attention_excess(A):
@@ -39,11 +41,11 @@ def attention_excess(A):
 
 
 def _maps_marks(ax, mp, act, names):
-    for k, key in enumerate(k for k in map_points(mp) if k.startswith(act)):
-        pt = mp.sel(point=key)
+    for k, (_, P, seed) in enumerate(pt for pt in map_points(mp) if pt[0] == act):
+        pt = mp.sel(activation=act, P=P, seed=seed)
         for name, color in zip(names, ("C0", "C3"), strict=False):
-            ax.plot(int(key.split(":")[1]), float(pt[name]), "s", mfc="none",
-                    color=color, ms=7, label="MAP recomputed (forms' file)"
+            ax.plot(P, float(pt[name]), "s", mfc="none", color=color, ms=7,
+                    label="MAP with its forms (maps file)"
                     if k == 0 and name == names[0] else None)  # fmt: skip
 
 
@@ -60,7 +62,8 @@ def _loss_panel(ax, one):
 def induction_across_P(ds, mp=None):
     """Layer 1's copy score, layer 2's induction score and the MAP's held-out loss (beside
     :data:`REFS`) against P, softmax and linear, each seed a dot and the seed mean a line; with
-    the forms' file ``mp``, its recomputed MAPs as open squares. Points not done are left out."""
+    the maps file ``mp`` (:func:`map_points`), its MAPs as open squares. Points not done are left
+    out."""
     fig, axes = plt.subplots(3, 2, figsize=(11, 9.5), sharex=True, squeeze=False)
     P = ds.P.values
     with warnings.catch_warnings():  # points not yet run are NaN
@@ -104,13 +107,13 @@ def _example_marks(ax, tok):
 
 
 def induction_patterns(mp):
-    """Each point of the forms' file ``mp`` a row: layer 1's and layer 2's held-out mean attention
-    and layer 2's on one sequence, each minus uniform causal attention (:func:`attention_excess`)."""
+    """Each done point of the maps file ``mp`` (:func:`map_points`) a row: layer 1's and layer 2's
+    held-out mean attention and layer 2's on one sequence, each minus uniform causal attention
+    (:func:`attention_excess`)."""
     points = map_points(mp)
     fig, axes = plt.subplots(len(points), 3, figsize=(12, 3.5 * len(points)), squeeze=False)
-    for row, key in zip(axes, points, strict=True):
-        one = mp.sel(point=key)
-        act, P, seed = key.split(":")
+    for row, (act, P, seed) in zip(axes, points, strict=True):
+        one = mp.sel(activation=act, P=P, seed=seed)
         panels = ((one.A1_mean, "layer 1, held-out mean"),
                   (one.A2_mean, "layer 2, held-out mean"),
                   (one.A2_example, "layer 2, one sequence"))  # fmt: skip

@@ -1,11 +1,11 @@
 """Figures for docs/validation.md "The induction head: the study across P": the order parameters of
 both layers and the held-out loss of the two-layer kernel limit's MAP against P, softmax and
 linear, beside the reference losses (the study file), and both layers' attention patterns at a few
-P (the MAPs' forms recomputed once by the benchmark into their own file):
+P (the maps file: the same sweep kind with ``store_maps``, which also writes each MAP's forms and
+patterns):
 
     bayes-attn sweep --config bayes_attn/configs/induction_study.toml --out out/induction_study.nc
-    python benchmarks/induction_order_parameters.py maps out/induction_maps.nc \\
-        softmax:100:0 softmax:1000:0 softmax:2000:0 linear:100:0 linear:1000:0 linear:2000:0
+    bayes-attn sweep --config bayes_attn/configs/induction_maps.toml --out out/induction_maps.nc
     python docs/scripts/induction_figure.py out/induction_study.nc --maps out/induction_maps.nc
 
 Prints the table of seed means and writes docs/figures/induction/order_parameters.png and
@@ -14,21 +14,21 @@ docs/figures/induction/patterns.png. Only reads the files (points not yet done a
 
 from pathlib import Path
 
-import xarray as xr
 from _study import arguments, open_study, save
 
-from bayes_attn.analysis.induction_tables import study_table
+from bayes_attn.analysis.induction_tables import ACTIVATIONS, study_table
 from bayes_attn.plotting.plots import induction_across_P, induction_patterns
 
 
 def main():
     ap = arguments(__doc__)
     ap.add_argument("path")
-    ap.add_argument("--maps", default=None, help="the forms' file of the benchmark's `maps`")
+    ap.add_argument("--maps", default=None, help="the sweep file of configs/induction_maps.toml")
     ap.add_argument("--out", default="docs/figures/induction")
     args = ap.parse_args()
-    ds = open_study(args.path, keep=("seed",))
-    mp = xr.load_dataset(args.maps) if args.maps else None
+    ds = open_study(args.path, keep=("seed",))  # an activation not in the file: not yet done
+    ds = ds.reindex(activation=list(ACTIVATIONS), fill_value={"done": False})
+    mp = open_study(args.maps, keep=("seed",)) if args.maps else None
     print(study_table(ds))
     save(induction_across_P(ds, mp), Path(args.out) / "order_parameters.png", dpi=90)
     if mp is not None:

@@ -1,0 +1,61 @@
+"""The induction MAP search's blocked potential (issue 43, part 5): the model's potential to
+rounding, and the same modes as the search on the model's own potential."""
+
+import jax
+import numpy as np
+import pytest
+
+from bayes_attn.experiments.induction import (
+    START_SCALE,
+    blocked_data,
+    blocked_value_and_grad,
+    circuit,
+    frozen_gram,
+    map_search,
+)
+from bayes_attn.induction import InductionTask
+from bayes_attn.inference.potential import find_modes, flat_potential
+from bayes_attn.models.two_layer import two_layer_kernel_model
+from bayes_attn.task import Hyper
+from bayes_attn.tokens import InContextMarkov
+
+TASK = InductionTask(5, 2, InContextMarkov(1.0, start="uniform"))
+HYPER = Hyper(chi=5.0, g_w=1.0, g_o=2.0, sigma2=3.0)
+SCALES = (HYPER.chi, HYPER.g_w, HYPER.g_o, HYPER.sigma2)
+
+
+@pytest.mark.parametrize(("activation", "frozen"), [("softmax", False), ("linear", True)])
+def test_blocked_potential_is_the_models(activation, frozen):
+    """Value and gradient equal the NumPyro model's potential to 1e-12 relative, with the last
+    block padded (P = 23 in blocks of 5) and with whitened features (frozen embeddings)."""
+    tokens = TASK.sample(jax.random.key(1), 23)
+    gram = frozen_gram(jax.random.key(2), TASK, 16) if frozen else None
+    pot = flat_potential(two_layer_kernel_model, (TASK, HYPER, tokens, activation, gram))
+    x = pot.ravel(circuit(TASK, 1.0)) + 0.3 * jax.random.normal(jax.random.key(3), (pot.dim,))
+    v0, g0 = jax.value_and_grad(pot.U)(x)
+    data = blocked_data(TASK, tokens, gram, block=5)
+    assert data["psi"].shape[:2] == (5, 5)
+    v, g = blocked_value_and_grad(x, data, SCALES, activation=activation)
+    assert abs(float(v - v0)) <= 1e-12 * abs(float(v0))
+    np.testing.assert_allclose(g, g0, rtol=0, atol=1e-12 * float(np.max(np.abs(g0))))
+
+
+def test_map_search_finds_the_modes_of_the_models_potential():
+    """``map_search`` (blocked potential) against ``find_modes`` on the model's potential from
+    the same starts: both converge, potentials within 1e-10 relative and positions within 1e-6
+    (the optimiser's gradient tolerance is 1e-7); the kept start is the lower. A given
+    ``value_and_grad`` with exact products is refused, naming ``hvp``."""
+    s = map_search(TASK, HYPER, 30, "softmax", seed=2, num_test=50, maxiter=80)
+    args = (TASK, HYPER, s["tokens"], "softmax", None)
+    old = find_modes(two_layer_kernel_model, starts=list(s["starts"].values()), model_args=args,
+                     maxiter=80, hvp="difference")  # fmt: skip
+    for m, o in zip(s["modes"].values(), old, strict=True):
+        assert m.converged and o.converged
+        assert abs(m.U - o.U) <= 1e-10 * abs(o.U)
+        np.testing.assert_allclose(m.x, o.x, atol=1e-6)
+    assert s["modes"][s["won"]].U == min(m.U for m in s["modes"].values())
+    n = TASK.n_features
+    start = {"M1": START_SCALE * np.ones((n, n)), "M2": np.zeros((2 * n, 2 * n))}
+    with pytest.raises(ValueError, match="hvp"):
+        find_modes(two_layer_kernel_model, starts=[start], model_args=args,
+                   value_and_grad=lambda x: (0.0, x))  # fmt: skip
