@@ -24,10 +24,10 @@ from bayes_attn.theory.boundaries import (
     PhaseBoundaries,
     critical_end_point,
     phase_boundaries,
-    phase_diagram,
     second_order_closed_form,
     second_order_leading,
 )
+from bayes_attn.theory.diagram import phase_diagram
 from bayes_attn.theory.landscape import landscape
 from bayes_attn.theory.level1 import Level1Map, level1_action, level1_fit, level1_map
 from bayes_attn.theory.modes import (

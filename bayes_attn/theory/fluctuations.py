@@ -30,11 +30,8 @@ import xarray as xr
 from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_positive_array
 from bayes_attn.theory.action import Scales, action_linear, action_softmax, scales
-from bayes_attn.theory.boundaries import (
-    global_path,
-    second_order_closed_form,
-    softmax_grid_minima,
-)
+from bayes_attn.theory.boundaries import second_order_closed_form, softmax_grid_minima
+from bayes_attn.theory.diagram import global_path
 
 __all__ = ["global_minima", "laplace_variance", "posterior_variance"]
 
@@ -123,7 +120,7 @@ def _curvature_softmax(cG, P, sc: Scales):
 def global_minima(activation, Ps, sc):
     """Global minimum, its Hessian, and (softmax) every local minimum at each P.
 
-    Linear: :func:`bayes_attn.theory.boundaries.global_path` (continuation plus fresh starts),
+    Linear: :func:`bayes_attn.theory.diagram.global_path` (continuation plus fresh starts),
     folded onto the image of :func:`bayes_attn.algebra.z2_sign`. Softmax: the dense-grid finder of
     the phase boundaries.
     """

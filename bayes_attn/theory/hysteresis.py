@@ -24,7 +24,8 @@ from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_int, check_positive_array
 from bayes_attn.theory import _newton
 from bayes_attn.theory.action import Scales, scales
-from bayes_attn.theory.boundaries import global_path, softmax_grid_minima
+from bayes_attn.theory.boundaries import softmax_grid_minima
+from bayes_attn.theory.diagram import global_path
 from bayes_attn.theory.saddles import objective
 
 __all__ = ["theory_sweep"]
