@@ -324,8 +324,10 @@ def _tokens_file(ax, ds, level2, fam):
         ax.scatter(xj.ravel(), p.values.ravel(), s=10, color=color, alpha=0.45, marker=mark,
                    lw=0)  # fmt: skip
         rows = pstar_per_x(ds, act)
+        label = _tokens_label(ds, act, width)
         ax.plot([r[0] for r in rows], [r[1] for r in rows], color=color, marker=mark,
-                ls="-." if width else "-", label=_tokens_label(ds, act, width))  # fmt: skip
+                ls="-." if width else "-", label=label,
+                mfc="white" if "one minimum" in label else color)  # fmt: skip
         pts = [(x, level2[act, spec]) for spec, x in zip(ds.source.values, ds.x.values,
                strict=True) if np.isfinite(level2.get((act, spec), np.nan))]  # fmt: skip
         if pts and not width:
@@ -334,6 +336,18 @@ def _tokens_file(ax, ds, level2, fam):
             ux = np.unique(xs2)
             ax.plot(ux, [ys2[xs2 == u].mean() for u in ux], color=color, ls="--", lw=1,
                     label=f"Level 2, these tokens ({act})")  # fmt: skip
+
+
+def _join_files(ax, files):
+    """A thin line through the means of files split by source (a chain's α per file), per
+    activation and width, so that P*(α) reads as one curve."""
+    for k, act in enumerate(("linear", "softmax")):
+        for width in {ds.attrs.get("gram_width", 0) for ds in files}:
+            rows = sorted(r[:2] for ds in files if ds.attrs.get("gram_width", 0) == width
+                          and act in ds.activation.values for r in pstar_per_x(ds, act)
+                          if np.isfinite(r[1]))  # fmt: skip
+            if len({r[0] for r in rows}) > 1:
+                ax.plot(*zip(*rows, strict=True), color=f"C{k}", lw=0.7, alpha=0.5, zorder=1)
 
 
 def tokens_pstar(files, reference, task, hyper, level2=None):
@@ -345,7 +359,7 @@ def tokens_pstar(files, reference, task, hyper, level2=None):
     ``source`` and the attr ``gram_width``; ``reference``: Level 2's uniform ``linear`` and
     ``softmax`` P*; ``level2``: ``{file index: {(activation, source): P*}}``; ``task``, ``hyper``:
     the preset, for the title."""
-    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 5.0), sharey=True)
     for ax, fam in zip(axes, ("zipf", "markov"), strict=True):
         for j, ds in enumerate(files):
             if str(ds.family.values[0]) == fam:
@@ -361,9 +375,13 @@ def tokens_pstar(files, reference, task, hyper, level2=None):
         else:
             ax.set_xlabel("Zipf exponent s (s = 0: uniform)")
             ax.set_title("i.i.d. Zipf tokens: P*(s)")
+        _join_files(ax, [ds for ds in files if str(ds.family.values[0]) == fam])
     axes[0].set_ylabel("P* (sequences)")
-    for ax in axes:
-        ax.legend(fontsize=6.5, loc="best")
+    for ax in axes:  # one entry per label (a chain's α may come in a file of its own)
+        handles, labels = ax.get_legend_handles_labels()
+        keep = {lab: h for h, lab in zip(handles, labels, strict=True)}
+        ax.legend(keep.values(), keep.keys(), fontsize=6.5, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.2), ncol=2)  # fmt: skip
     fig.suptitle(f"Where the copy transition moves with the tokens (L = {task.L}, V = {task.V}, "
                  f"σ² = {hyper.sigma2:g}; dots: datasets and chains)", fontsize=10)  # fmt: skip
     fig.tight_layout()
