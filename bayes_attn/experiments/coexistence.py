@@ -150,7 +150,7 @@ class LevelProblem:
         return float(self.tokens) if self.level == "reduced" else float(np.shape(self.tokens)[0])
 
     def model(self) -> tuple:
-        """``(model, args, kwargs)`` at this level, softmax (:func:`~bayes_attn.models.model_at`)."""
+        """``(model, args, kwargs)`` at this level, softmax (:func:`~bayes_attn.models.levels.model_at`)."""
         if self.level == "network" and self.embeddings is None:
             raise ValueError("embeddings: the network level needs the frozen (W_emb, p)")
         return model_at(self.level, self.task, self.hyper, self.tokens, "softmax",
