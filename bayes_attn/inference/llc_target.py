@@ -23,11 +23,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro import handlers
 
 from bayes_attn._validation import check_int, check_positive, with_changes
 from bayes_attn.inference.llc_settings import LLCSettings
-from bayes_attn.inference.potential import Potential, flat_potential, full_plates
+from bayes_attn.inference.potential import Potential, abstract_trace, flat_potential, full_plates
 
 __all__ = [
     "BURNIN_RELAXATIONS",
@@ -96,19 +95,12 @@ class LLCTarget(NamedTuple):
 
 
 def _abstract(model, model_args, model_kwargs, names=()) -> tuple[dict, list]:
-    """The shapes of the sites ``names``' values and the plates' (size, subsample_size), by an
-    abstract trace of the model (``jax.eval_shape``: nothing is computed or compiled, so that
+    """The shapes of the sites ``names``' values and the plates' (size, subsample_size), from
+    :func:`~bayes_attn.inference.potential.abstract_trace` (nothing computed or compiled, so that
     the arguments are checked before any work)."""
-    plates: list = []
-
-    def values():
-        with handlers.block():
-            tr = handlers.trace(handlers.seed(model, 0)).get_trace(*model_args, **model_kwargs)
-        plates.extend(tuple(s["args"][:2]) for s in tr.values() if s["type"] == "plate")
-        return {name: tr[name]["value"] for name in names}
-
-    shapes = {name: tuple(a.shape) for name, a in jax.eval_shape(values).items()}
-    return shapes, plates
+    tr = abstract_trace(model, model_args, model_kwargs)
+    plates = [tuple(s["args"][:2]) for s in tr.values() if s["type"] == "plate"]
+    return {name: tuple(tr[name]["value"].shape) for name in names}, plates
 
 
 def _subsampled(model, model_args, model_kwargs) -> bool:

@@ -56,6 +56,7 @@ from numpyro.primitives import Messenger
 from bayes_attn._validation import check_int, check_positive
 
 __all__ = [
+    "abstract_trace",
     "Mode",
     "Potential",
     "SplitDensity",
@@ -315,20 +316,11 @@ class Potential(NamedTuple):
         around the observed sites (the largest over sites), or None when no observed site sits
         in a plate (a ``numpyro.factor`` alone, say). The model is only traced abstractly
         (``jax.eval_shape``): the plates' sizes are static."""
-        sizes: list = []
-
-        def run():
-            with handlers.block():
-                tr = handlers.trace(handlers.seed(self.model, 0)).get_trace(
-                    *self.model_args, **self.model_kwargs
-                )
-            sizes.extend(
-                int(np.prod([frame.size for frame in site["cond_indep_stack"]]))
-                for site in tr.values()
-                if site["type"] == "sample" and site["is_observed"] and site["cond_indep_stack"]
-            )
-
-        jax.eval_shape(run)
+        sizes = [
+            int(np.prod([frame.size for frame in site["cond_indep_stack"]]))
+            for site in abstract_trace(self.model, self.model_args, self.model_kwargs).values()
+            if site["type"] == "sample" and site["is_observed"] and site["cond_indep_stack"]
+        ]
         return max(sizes) if sizes else None
 
     def sites(self, x) -> dict:
@@ -356,6 +348,27 @@ class Potential(NamedTuple):
         if int(np.prod(value.shape)) != 1:
             raise ValueError(f"{name!r} is not a scalar site (its shape is {value.shape})")
         return lambda x: jnp.reshape(self.site(x, name), ())
+
+
+def abstract_trace(model, model_args=(), model_kwargs=None) -> dict:
+    """The model's trace (seed 0) with every sample and deterministic value a
+    ``jax.ShapeDtypeStruct`` and the other sites' values None: an abstract trace
+    (``jax.eval_shape``), so nothing is computed or compiled; the sites' static fields (type,
+    plates' ``args``, ``cond_indep_stack``, ``is_observed``) are the real trace's."""
+    box: dict = {}
+
+    def values():
+        with handlers.block():
+            box["trace"] = handlers.trace(handlers.seed(model, 0)).get_trace(
+                *model_args, **(model_kwargs or {})
+            )
+        return {k: s["value"] for k, s in box["trace"].items() if s["type"] in _VALUED}
+
+    shapes = jax.eval_shape(values)
+    return {k: {**site, "value": shapes.get(k)} for k, site in box["trace"].items()}
+
+
+_VALUED = ("sample", "deterministic")
 
 
 def flat_potential(model, model_args=(), model_kwargs=None) -> Potential:
