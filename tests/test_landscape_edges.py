@@ -43,20 +43,21 @@ def _mixture():
     return model
 
 
-#: the interrupted runs of section 3 (and the windows' program of :func:`one_basin`)
+#: the interrupted runs of section 3 and the cost lines' run (and the windows' programs of
+#: :func:`one_basin`: its 8 starts relaxed and its chains, one compilation each for all of them)
 _RESUME = dict(starts=[{"x": np.array([-SEP, 0.0])}, {"x": np.array([SEP, 0.0])}],
-               centres=np.linspace(-3, 3, 6), num_warmup=10, num_samples=20, num_chains=1,
+               centres=np.linspace(-3, 3, 8), num_warmup=10, num_samples=20, num_chains=1,
                refine=0, seed=3, batch=1)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def one_basin():
     """A short run from one start (one basin found), 8 windows over both modes: too few draws
-    to be trusted. Returns (idata, the warnings it raised). The windows' program is that of
-    :data:`_RESUME` (its warm-up, draws, chains and batch: one compilation for both)."""
+    to be trusted. Returns (idata, the warnings it raised). The windows' programs are those of
+    :data:`_RESUME` (its centres, warm-up, draws, chains and batch: one compilation for both)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        one_start = {"starts": _RESUME["starts"][:1], "centres": np.linspace(-3, 3, 8), "seed": 5}
+        one_start = {"starts": _RESUME["starts"][:1], "seed": 5}
         idata = run_umbrella(_mixture(), "q", **{**_RESUME, **one_start})
     return idata, caught
 
@@ -212,7 +213,7 @@ def _stop_after(n: int, monkeypatch) -> list:
 
 
 def _interrupted(ckpt, monkeypatch) -> None:
-    """Run :data:`_RESUME` with a checkpoint, stopped (as by Ctrl-C) after 3 of its 6 windows (one
+    """Run :data:`_RESUME` with a checkpoint, stopped (as by Ctrl-C) after 3 of its 8 windows (one
     compiled call each)."""
     _stop_after(3, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
@@ -229,7 +230,7 @@ def test_interrupted_run_keeps_its_finished_windows(tmp_path, monkeypatch):
     _interrupted(ckpt, monkeypatch)
     with xr.open_dataset(ckpt, engine="h5netcdf") as kept:
         assert kept.sizes["slot"] == 3 and sorted(kept.window.values) == [0, 1, 2]
-        assert kept["relaxed_x0_0"].shape == (6, 2)  # every window's relaxed start, kept too
+        assert kept["relaxed_x0_0"].shape == (8, 2)  # every window's relaxed start, kept too
     with pytest.raises(ValueError, match="checkpoint"):
         run_umbrella(_mixture(), "q", checkpoint=ckpt, **{**_RESUME, "seed": 4})
 
@@ -280,20 +281,21 @@ def test_level2_landscape_keeps_its_finished_windows(tmp_path, monkeypatch):
 def test_cost_is_measured_after_the_first_call(tmp_path, caplog):
     """After the first compiled call the run says the gradients per draw it measured and the
     time left from the calls' own sampling time, one figure (before: only the start's range of
-    3 to 255 gradients per draw, which spans two orders of magnitude)."""
+    3 to 255 gradients per draw, which spans two orders of magnitude); and a line as each chain
+    ends. The windows' starts are relaxed by :func:`one_basin`'s program (the chains' program
+    differs: it calls back to the host as each chain ends)."""
     with caplog.at_level("INFO", logger="bayes_attn"):
-        run_umbrella(
-            _mixture(), "q", progress=True, **{**_RESUME, "centres": np.linspace(-3, 3, 3)}
-        )
+        run_umbrella(_mixture(), "q", progress=True, **_RESUME)
     lines = [r.getMessage() for r in caplog.records]
     measured = [m for m in lines if "gradients per draw measured" in m]
-    assert len(measured) == 2, lines  # after the first and second of three calls
+    assert len(measured) == 7, lines  # after every call of the eight but the last
+    assert len([m for m in lines if "chain " in m and "done (window" in m]) == 8, lines
     assert " to " not in measured[0].split("about ")[1] and "load" in measured[0]
 
 
 @pytest.mark.slow  # three NUTS programs compiled: ~1.5 min on a loaded 2-core machine
 def test_interrupted_run_resumes_to_the_same_draws(tmp_path, monkeypatch):
-    """The rerun runs only the 3 windows left, without relaxing the starts again, and equals
+    """The rerun runs only the 5 windows left, without relaxing the starts again, and equals
     the uninterrupted run draw for draw."""
     ckpt = tmp_path / "w.nc"
     _interrupted(ckpt, monkeypatch)
@@ -305,7 +307,7 @@ def test_interrupted_run_resumes_to_the_same_draws(tmp_path, monkeypatch):
 
     monkeypatch.setattr(umbrella_windows, "interruptible", counted)
     resumed = run_umbrella(_mixture(), "q", checkpoint=ckpt, **_RESUME)
-    assert len([c for c in calls if c not in _NOT_SAMPLING]) == 3
+    assert len([c for c in calls if c not in _NOT_SAMPLING]) == 5
     assert umbrella_windows._relax not in calls
     monkeypatch.undo()
     whole = run_umbrella(_mixture(), "q", **_RESUME)

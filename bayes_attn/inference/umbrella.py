@@ -353,8 +353,11 @@ def _plan(model, pot, cv, starts, centres, kappa, s, key, store, progress) -> Um
 def _announce(pot, plan, cv, s, W) -> None:
     """The cost before the windows start: one timed gradient times the gradients the windows
     take (a range: NUTS's trees are not known in advance; after the first compiled call the
-    measured gradients per draw narrow it)."""
-    seconds = seconds_per_call(jax.jit(jax.grad(pot.U)), jnp.asarray(plan.starts[0]))
+    measured gradients per draw narrow it). The gradient timed is the program that found the
+    modes (:func:`~bayes_attn.inference.potential.find_modes`' value and gradient), so that
+    JAX's persistent compilation cache, where it is on, gives it back instead of a gradient
+    compiled only to be timed."""
+    seconds = seconds_per_call(jax.jit(jax.value_and_grad(pot.U)), jnp.asarray(plan.starts[0]))
     lo, hi = GRADIENTS_PER_DRAW["window"]
     draws = W * s.num_chains * (s.num_warmup + s.num_samples)
     hessians = W if s.metric == "window" else len(plan.mode_q)

@@ -46,8 +46,16 @@ def _biased(U, q):
     return biased_U
 
 
-def _relax(biased_U, x0, centres, kappas, steps: int, batch: int = 0):
-    """Each start moved to the minimum of its window's biased potential (L-BFGS, vmapped)."""
+def _relax(relaxer, x0, centres, kappas):
+    """Each start moved to the minimum of its window's biased potential: ``relaxer``
+    (:func:`_relaxer`) called, the compiled call that :func:`_hold` runs interruptibly."""
+    return relaxer((x0, centres, kappas))
+
+
+def _relaxer(biased_U, steps: int, batch: int = 0):
+    """The starts' relaxation (L-BFGS, vmapped), jitted once: :func:`_hold`'s tries call the one
+    compiled program (each try's own jit traced and lowered it again, and compiled it again
+    without the persistent cache)."""
     import optax
 
     def one(x0, c, k):
@@ -65,7 +73,7 @@ def _relax(biased_U, x0, centres, kappas, steps: int, batch: int = 0):
         ok = jnp.isfinite(f(x)) & (f(x) <= f(x0)) & jnp.all(jnp.isfinite(x))
         return jnp.where(ok, x, x0)
 
-    return jax.jit(lambda a: _batched(lambda b: one(*b), a, batch))((x0, centres, kappas))
+    return jax.jit(lambda a: _batched(lambda b: one(*b), a, batch))
 
 
 def _metric(biased_U, x, centre, kappa, chunk) -> np.ndarray:
@@ -166,9 +174,10 @@ def _hold(biased_U, q, starts, centres, kappas, batch, tries: int = 3):
     nearly as sharply as the bias and windows there slide into a basin. (A shift of every window
     down a slope, ``F' / kappa``, is harmless and left alone.)"""
     qv = jax.jit(jax.vmap(q))
+    relaxer = _relaxer(biased_U, RELAX_STEPS, batch)
     for _ in range(tries):
-        x0 = interruptible(_relax, biased_U, jnp.asarray(starts), jnp.asarray(centres),
-                           jnp.asarray(kappas), RELAX_STEPS, batch)  # fmt: skip
+        x0 = interruptible(_relax, relaxer, jnp.asarray(starts), jnp.asarray(centres),
+                           jnp.asarray(kappas))  # fmt: skip
         qr = np.asarray(qv(x0))
         jump = np.abs(np.diff(qr)) > 2.0 * np.diff(centres)
         off = np.append(jump, False) | np.insert(jump, 0, False)
