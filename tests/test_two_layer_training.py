@@ -114,3 +114,29 @@ def test_sgld_check_runs_on_the_two_layer_network():
     assert 0 < out["step_size"] <= 5e-4 / 8
     assert all(np.isfinite(out[k]) for k in SCORES)
     assert all(np.isfinite(out[f"{k}_adam"]) for k in SCORES)
+
+
+@pytest.mark.slow  # 25 s of CPU on the shared cores: the default suite's budget is spent (issue 44)
+def test_llc_along_training_records_the_llc_at_the_runs_own_weights():
+    """``llc_every``: the LLC at w(t) of every k-th record. The weights of a snapshot are the long
+    run's at that step (the retrained run's held-out loss equals the long run's record there,
+    bit for bit); every snapshot has a finite λ̂, MCSE, R-hat (2 chains), |∇L_n(w(t))| > 0 and
+    the curvature step; a record without a snapshot is NaN. Tiny (L = 4, V = 2, P = 20, d = 4,
+    2 x 10 draws): this checks the plumbing, not the estimate."""
+    from bayes_attn.experiments.induction_training import llc_along_training
+    from bayes_attn.experiments.sweep import SweepConfig
+    from bayes_attn.inference.adam import AdamSettings
+
+    task = InductionTask(4, 2, InContextMarkov(1.0, start="uniform"))
+    s = AdamSettings(max_steps=30, patience=30, chunk=10, batch_size=8, num_test=20)
+    long = train_adam(task, HYPER, "softmax", 4, 20, members=1, seed=0, settings=s, progress=False)
+    out = llc_along_training(task, HYPER, "softmax", 4, 20, seed=0, settings=s, every=2,
+                             num_chains=2, num_draws=10)  # fmt: skip
+    assert out["test_loss"][1] == float(long.test_loss[0, 1])  # the long run's w(20)
+    assert np.isnan(out["llc"][[0, 2]]).all() and np.isnan(out["test_loss"][[0, 2]]).all()
+    for name in ("llc", "llc_mcse", "llc_rhat", "llc_acceptance"):
+        assert np.isfinite(out[name][1]), name
+    assert out["llc_grad_norm"][1] > 0 and out["llc_step"][1] > 0
+    with pytest.raises(ValueError, match="llc_draws"):
+        SweepConfig(kind="induction_training", P=(20,), L=(4,), V=(2,),
+                    tokens="icl-markov:alpha=1", options={"llc_every": 1, "llc_draws": 0})  # fmt: skip

@@ -16,10 +16,23 @@ plateau off a held-out loss curve, against the references measured on the same h
 Edelman et al. report that the plateau shortens with doubly-stochastic chains, whose unigram
 statistics are uninformative (the stationary law is uniform), so the unigram stage is no lure.
 
+With ``llc_every = k > 0`` a point also estimates the local learning coefficient at the weights
+w(t) of every k-th recorded step (:func:`llc_along_training`): SGLD
+(:func:`~bayes_attn.inference.llc.run_llc`) on
+:func:`~bayes_attn.models.two_layer.two_layer_network_model`, the network Adam trains, on its
+training set, localized at w(t) with the defaults of
+:class:`~bayes_attn.inference.llc_settings.LLCSettings` (γ = 100, nβ = n / log n with n = P, ε
+by the curvature rule 0.1 / h_max), as Hoogland et al. do along training. w(t) is not a minimum
+of L_n (Adam is still moving and its minibatch noise keeps it off one), so the estimate carries
+the gradient term of docs/theory.md ("Not a critical point"), which lowers it and can make it
+negative; ``llc_grad_norm`` records |∇L_n(w(t))|.
+
 References
 ----------
 docs/theory.md §12-13; Edelman et al., "The evolution of statistical induction heads" (NeurIPS
-2024), Sec. 4; docs/validation.md, "The induction head: networks and training".
+2024), Sec. 4; J. Hoogland, G. Wang, M. Farrugia-Roberts, L. Carroll, S. Wei and D. Murfet, "The
+developmental landscape of in-context learning" (2024), Sec. 4; docs/validation.md, "The
+induction head: networks and training".
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ __all__ = [
     "DESCRIPTIONS",
     "TRAINING_DEFAULTS",
     "check_training",
+    "llc_along_training",
     "plateau",
     "sgld_check",
     "training_point",
@@ -51,6 +65,10 @@ TRAINING_DEFAULTS = {
     "num_test": 300,
     "train_embeddings": True,
     "doubly_stochastic": [0, 1],  # 1: doubly-stochastic chains (the file's dim of that name)
+    "llc_every": 0,  # k > 0: the LLC at w(t) of every k-th recorded step (0: none)
+    "llc_chains": 4,  # its SGLD chains, draws and burn-in (LLCSettings' defaults otherwise)
+    "llc_draws": 200,
+    "llc_burnin": 0,
 }
 
 #: the two-layer record's series this kind writes (all but the objective)
@@ -68,7 +86,15 @@ DESCRIPTIONS = {
         for ref in ("bigram", "unigram", "uniform")
     },
     "loss_bigram": ("1", "held-out loss of the Dirichlet bigram on the same held-out set"),
+    "llc": ("1", "LLC by SGLD localized at Adam's weights w(t) (nan where not estimated)"),
+    "llc_mcse": ("1", "Monte Carlo standard error of llc at w(t) (from the ESS)"),
+    "llc_rhat": ("1", "R-hat of the per-draw LLC at w(t) across its SGLD chains"),
+    "llc_grad_norm": ("1", "|grad L_n(w(t))|, L_n per sequence: w(t) is no critical point"),
+    "llc_acceptance": ("1", "mean exact full-batch MALA acceptance of the LLC's SGLD steps"),
 }
+
+#: the per-snapshot variables of ``llc_every`` (NaN at the records without an estimate)
+_LLC_VARS = ("llc", "llc_mcse", "llc_rhat", "llc_grad_norm", "llc_acceptance", "llc_step")
 
 
 def plateau(steps, loss, loss_uniform: float, loss_unigram: float, loss_bigram: float) -> dict:
@@ -98,9 +124,10 @@ def check_training(cfg, options: dict) -> dict:
     if not isinstance(flags, list | tuple) or not flags or any(f not in (0, 1) for f in flags):
         raise ValueError(f"doubly_stochastic must be a list of 0 and 1 flags, got {flags!r}")
     options["doubly_stochastic"] = [int(f) for f in flags]
-    for name in ("d_model", "max_steps", "chunk", "num_test"):
+    for name in ("d_model", "max_steps", "chunk", "num_test", "llc_chains", "llc_draws"):
         check_int(name, options[name], 1)
-    check_int("batch_size", options["batch_size"], 0)
+    for name in ("batch_size", "llc_every", "llc_burnin"):
+        check_int(name, options[name], 0)
     return options
 
 
@@ -123,12 +150,16 @@ def training_point(cfg, pt, task, hyper) -> dict:
         train_embeddings=o["train_embeddings"],
     )
     src = parse_tokens(cfg.tokens)
-    curves = []
+    curves, llcs = [], []
     for flag in o["doubly_stochastic"]:
         t = InductionTask(task.L, task.V, dataclasses.replace(src, doubly_stochastic=bool(flag)))
         r = train_adam(t, hyper, pt["activation"], o["d_model"], int(pt["P"]), members=1,
                        seed=int(pt["seed"]), settings=settings, progress=False)  # fmt: skip
         curves.append(r.isel(member=0))
+        if o["llc_every"]:
+            llcs.append(llc_along_training(t, hyper, pt["activation"], o["d_model"], int(pt["P"]),
+                                           seed=int(pt["seed"]), settings=settings,
+                                           every=o["llc_every"], **_llc_options(o)))  # fmt: skip
     out = {"train_step": (("chunk",), curves[0].step.values.astype(float))}
     for name in _SERIES:
         out[name] = (("doubly_stochastic", "chunk"), np.stack([c[name].values for c in curves]))
@@ -140,6 +171,79 @@ def training_point(cfg, pt, task, hyper) -> dict:
     ]
     for name in ("entry_step", "jump_step", "plateau_steps"):
         out[name] = (("doubly_stochastic",), np.array([m[name] for m in marks]))
+    for name in _LLC_VARS if llcs else ():
+        out[name] = (("doubly_stochastic", "chunk"), np.stack([r[name] for r in llcs]))
+    return out
+
+
+def _llc_options(o: dict) -> dict:
+    """The :class:`~bayes_attn.inference.llc_settings.LLCSettings` fields the kind's options set."""
+    return {"num_chains": o["llc_chains"], "num_draws": o["llc_draws"],
+            "num_burnin": o["llc_burnin"]}  # fmt: skip
+
+
+def _training_weights(task, hyper, activation, d_model, P, seed, settings, step) -> tuple:
+    """(weights, held-out loss) after ``step`` steps of the run ``train_adam(..., seed=seed,
+    settings=settings)``: the same run stopped there (its keys are folded with the step, its
+    learning rate constant, so the first ``step`` steps are the long run's)."""
+    from bayes_attn.inference.adam import train_adam
+
+    short = dataclasses.replace(settings, max_steps=int(step))
+    r = train_adam(task, hyper, activation, d_model, P, members=1, seed=seed, settings=short,
+                   return_params=True, progress=False)  # fmt: skip
+    names = ("W_emb", "p", "W_G1", "W_G2", "W_O")
+    return {n: np.asarray(r[n].values[0]) for n in names}, float(r.test_loss.values[0, -1])
+
+
+def _training_tokens(task, P: int, seed: int):
+    """The training set ``train_adam(..., P, members=1, seed=seed)`` draws (its ``_datasets``)."""
+    import jax
+
+    from bayes_attn.inference.adam import adam_keys
+
+    keys = jax.random.split(adam_keys(seed=seed).data, 1)
+    return jax.vmap(lambda k: task.sample(k, P))(keys)[0]
+
+
+def llc_along_training(task, hyper, activation: str, d_model: int, P: int, *, seed: int,
+                       settings, every: int, **llc) -> dict:  # fmt: skip
+    """The LLC at Adam's weights w(t) of every ``every``-th record of the run
+    ``train_adam(task, hyper, activation, d_model, P, members=1, seed=seed, settings=settings)``.
+
+    Each snapshot retrains the run up to its step (``_training_weights``) and runs
+    :func:`~bayes_attn.inference.llc.run_llc` (SGLD, ``llc``: fields of
+    :class:`~bayes_attn.inference.llc_settings.LLCSettings`, its defaults otherwise: γ = 100,
+    nβ = n / log n, the curvature step) on
+    :func:`~bayes_attn.models.two_layer.two_layer_network_model` with the run's training set
+    (held embeddings stay held: the model's ``embeddings``), localized at w(t), seeded by
+    ``fold_in(run_key(seed), step)``. Returns ``{name: (records,)}`` of ``llc``, ``llc_mcse``,
+    ``llc_rhat``, ``llc_grad_norm`` (|∇L_n(w(t))|), ``llc_acceptance``, ``llc_step`` and
+    ``test_loss`` (the short run's last record), NaN at the records without a snapshot.
+    """
+    import jax
+
+    from bayes_attn.analysis.llc import llc_estimate
+    from bayes_attn.inference.llc import run_llc
+    from bayes_attn.keys import run_key
+    from bayes_attn.models.two_layer import two_layer_network_model
+
+    every = check_int("llc_every", every, 1)
+    records = -(-settings.max_steps // settings.chunk)  # train_adam rounds up to whole chunks
+    tokens = _training_tokens(task, P, seed)
+    out = {name: np.full(records, np.nan) for name in (*_LLC_VARS, "test_loss")}
+    for i in range(every - 1, records, every):
+        step = min((i + 1) * settings.chunk, settings.max_steps)
+        w, test_loss = _training_weights(task, hyper, activation, d_model, P, seed, settings, step)
+        kw = {}
+        if not settings.train_embeddings:
+            kw["embeddings"] = (w.pop("W_emb"), w.pop("p"))
+        idata = run_llc(two_layer_network_model, w, model_args=(task, hyper, tokens, activation,
+                        d_model), model_kwargs=kw, key=jax.random.fold_in(run_key(None, seed),
+                        step), **llc)  # fmt: skip
+        e = llc_estimate(idata)
+        got = (e.llc_mean, e.mcse, e.rhat, e.grad_norm, e.acceptance, e.step_size, test_loss)
+        for name, value in zip((*_LLC_VARS, "test_loss"), got, strict=True):
+            out[name][i] = value
     return out
 
 
