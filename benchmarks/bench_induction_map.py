@@ -7,13 +7,17 @@ one dataset (``--seed``), both activations. Each point is timed two ways in the 
 CPU seconds (``time.process_time``, all threads; the machine is shared, so wall time mostly
 measures the load):
 
-- **new**: :func:`~bayes_attn.experiments.induction.map_search` as the sweep runs it (the
-  potential in blocks of sequences, :func:`~bayes_attn.experiments.induction.blocked_potential`,
-  compiled once per P and activation), then its reading
-  (:func:`~bayes_attn.experiments.induction.map_reading`: held-out scores and references);
-- **old** (the baseline): the search before, :func:`~bayes_attn.inference.potential.find_modes`
-  differentiating the NumPyro model's potential (compiled per point) from the same two starts
-  with the same options, plus the same reading.
+- **new**: :func:`~bayes_attn.experiments.induction.map_search` as the sweep runs it
+  (``method="l-bfgs"``: L-BFGS on the potential in blocks of sequences,
+  :func:`~bayes_attn.experiments.induction.blocked_potential`, compiled once per P and
+  activation), then its reading (:func:`~bayes_attn.experiments.induction.map_reading`:
+  held-out scores and references);
+- **old** (the baseline, ``--baseline trust-krylov``, the default): the search before, the same
+  blocked potential under ``find_modes``' trust region with Krylov products by differences of
+  gradients (``method="trust-krylov"``), plus its own reading, compared with the new one's
+  (potentials, scores, losses); ``--baseline model``: the search before that,
+  :func:`~bayes_attn.inference.potential.find_modes` differentiating the NumPyro model's
+  potential (compiled per point), the new reading charged to it.
 
 It prints per point the CPU seconds, the optimiser's calls (gradients + difference products, both
 starts), the modes' potentials from both starts under each (they must agree to the optimiser's
@@ -22,11 +26,12 @@ linear in P (at least three P), the full study's 72 points (12 P x 3 seeds x 2 a
 each and their ratio (an extrapolation to P = 8000 from the P measured). One untimed small point
 first takes the one-time compilations (sampling, the reading) out of the timings, and before each P the costs both
 searches share at a new P (compiling the sampler and the model's trace at P) are paid untimed;
-each search's own compilation stays in (the new one is paid once per P and activation, the
-sweep's other seeds reuse it; the old one at every point). The projection multiplies the fit by
-3 seeds, so it charges the new search's compilation three times (conservative).
+with ``--baseline model`` the model's potential's compilation stays in the old search (paid at
+every point), while the blocked potential's, which both ``map_search`` methods share (once per P
+and activation), is paid untimed before each P.
 
-Run: ``.venv/bin/python benchmarks/bench_induction_map.py [--P 100 300 1000] [--no-old]``;
+Run: ``.venv/bin/python benchmarks/bench_induction_map.py [--P 100 300 1000] [--no-old]
+[--baseline trust-krylov|model]``;
 ``--gradients 1000 8000 --P`` times one gradient each way at those P instead.
 The numbers in docs/performance.md ("Induction head: the study's MAP sweep") came from it.
 """
@@ -56,7 +61,8 @@ OPTIONS = {"num_test": 2000, "maxiter": 300}
 
 
 class Counter:
-    """``scipy.optimize.minimize`` with its calls of ``fun`` and ``hessp`` counted."""
+    """``scipy.optimize.minimize`` with its calls of ``fun`` and ``hessp`` (where given)
+    counted."""
 
     def __init__(self):
         from scipy import optimize
@@ -73,7 +79,8 @@ class Counter:
 
                 return g
 
-            kw["hessp"] = wrap("hessp", kw["hessp"])
+            if "hessp" in kw:  # L-BFGS has none
+                kw["hessp"] = wrap("hessp", kw["hessp"])
             return self.minimize(wrap("fun", fun), x0, **kw)
 
         self.calls.update(fun=0, hessp=0)
@@ -96,37 +103,60 @@ def old_search(task, hyper, activation: str, s: dict) -> list[float]:
 
 
 def warm(task, hyper, P: int, activation: str, seed: int) -> None:
-    """The per-P costs both searches share, untimed: compiling the sampler at P and the model's
-    trace at P (each start is mapped to the flat space through it)."""
-    from bayes_attn.experiments.induction import circuit
+    """The per-P costs both searches share, untimed: compiling the sampler at P, the model's
+    trace at P (each start is mapped to the flat space through it) and the blocked potential's
+    value and gradient (paid once per P and activation by the sweep)."""
+    from bayes_attn.experiments.induction import blocked_data, blocked_value_and_grad, circuit
     from bayes_attn.inference.potential import flat_potential
     from bayes_attn.keys import dataset_key, run_key
 
     tokens = task.sample(dataset_key(run_key(None, seed)), P)
     pot = flat_potential(two_layer_kernel_model, (task, hyper, tokens, activation, None))
-    jax.block_until_ready(pot.unconstrain(circuit(task, 3.0)))
+    x = pot.unconstrain(circuit(task, 3.0))
+    scales = (hyper.chi, hyper.g_w, hyper.g_o, hyper.sigma2)
+    data = blocked_data(task, tokens)
+    jax.block_until_ready(blocked_value_and_grad(x, data, scales, activation=activation))
 
 
-def point(task, hyper, P: int, activation: str, seed: int, old: bool) -> dict:
-    """CPU seconds of one sweep point, new and (with ``old``) the old search."""
+def point(task, hyper, P: int, activation: str, seed: int, old: str | None) -> dict:
+    """CPU seconds of one sweep point, new and (with ``old``, the baseline) the old search."""
     out = {}
     warm(task, hyper, P, activation, seed)
     with Counter() as c:
         t0 = time.process_time()
-        s = map_search(task, hyper, P, activation, seed=seed, **OPTIONS)
+        s = map_search(task, hyper, P, activation, seed=seed, method="l-bfgs", **OPTIONS)
         t1 = time.process_time()
-        map_reading(task, hyper, activation, s)
+        out["reading_new"] = map_reading(task, hyper, activation, s)[0]
         t2 = time.process_time()
     out.update(
         new=t2 - t0, reading=t2 - t1, calls_new=str(c), U_new=[m.U for m in s["modes"].values()]
     )
-    if old:
+    if old == "model":
         with Counter() as c:
             t0 = time.process_time()
             out["U_old"] = old_search(task, hyper, activation, s)
             out["old"] = time.process_time() - t0 + out["reading"]
         out["calls_old"] = str(c)
+    elif old:
+        with Counter() as c:
+            t0 = time.process_time()
+            s = map_search(task, hyper, P, activation, seed=seed, method="trust-krylov", **OPTIONS)
+            out["reading_old"] = map_reading(task, hyper, activation, s)[0]
+            out["old"] = time.process_time() - t0
+        out.update(calls_old=str(c), U_old=[m.U for m in s["modes"].values()])
     return out
+
+
+def reading_change(new: dict, old: dict) -> str:
+    """How far the new search's reading is from the old one's: the largest absolute change of
+    the scores, losses and KLs (``U_*`` compared apart; ``start_won`` and ``converged`` named
+    where they differ)."""
+    skip = {"U_zero", "U_circuit", "start_won", "converged"}
+    d = max(abs(new[k] - old[k]) for k in new if k not in skip)
+    flags = [
+        f"{k} {old[k]:g} -> {new[k]:g}" for k in ("start_won", "converged") if new[k] != old[k]
+    ]
+    return f", scores and losses within {d:.1e}" + (f" ({', '.join(flags)})" if flags else "")
 
 
 def project(Ps, seconds, calls) -> tuple[np.ndarray, np.ndarray, float]:
@@ -181,6 +211,12 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--activation", nargs="+", default=["softmax", "linear"])
     ap.add_argument("--no-old", action="store_true", help="time the new search only")
+    ap.add_argument(
+        "--baseline",
+        choices=("trust-krylov", "model"),
+        default="trust-krylov",
+        help="the old search: the trust region on the blocked or the model's potential",
+    )
     ap.add_argument("--gradients", type=int, nargs="*", default=[], help="time one gradient at P")
     args = ap.parse_args(argv)
     task = InductionTask(16, 3, parse_tokens(TOKENS))
@@ -210,7 +246,7 @@ def main(argv=None) -> None:
     for activation in args.activation:
         rows = []
         for P in args.P:
-            r = point(task, hyper, P, activation, args.seed, not args.no_old)
+            r = point(task, hyper, P, activation, args.seed, None if args.no_old else args.baseline)
             rows.append(r)
             line = (f"{activation:7s} P = {P:5d}: new {r['new']:7.1f} CPU s ({r['calls_new']} "
                     f"calls, reading {r['reading']:.2f} s)")  # fmt: skip
@@ -218,6 +254,8 @@ def main(argv=None) -> None:
                 dU = max(abs(a - b) / abs(b) for a, b in zip(r["U_new"], r["U_old"], strict=True))
                 line += (f", old {r['old']:7.1f} CPU s ({r['calls_old']} calls), x{r['old'] / r['new']:.2f}, "
                          f"potentials from both starts within {dU:.1e} relative")  # fmt: skip
+                if "reading_old" in r:
+                    line += reading_change(r["reading_new"], r["reading_old"])
             print(line + f"; load {os.getloadavg()[0]:.1f}", flush=True)
         for way in ("new", "old"):
             if len(args.P) > 2 and way in rows[0]:
