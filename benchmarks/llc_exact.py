@@ -7,14 +7,15 @@
    exact MAP: the exact LLC (W_O integrated out, NUTS over the whitened gate) against MALA and
    SGLD on the explicit network's weights at d = 16 and d = 64, SGLD on a halving ladder of ε.
 
-3. ``--calibrate [d]``: ``calibrate_llc`` on the same network (d = 64 by default), SGLD on a
-   halving ladder of four steps at nβ = P / log P and at nβ = P, with the exact value at each nβ
-   beside its verdict; the table and the figure go to ``docs/figures/llc_calibration_d<d>.{nc,png}``.
+3. ``--calibrate``: prints the two commands that make ``docs/figures/llc_calibration_d64.{nc,png}``
+   (``calibrate_llc`` on the same network at d = 64 with the exact value beside each nβ's verdict):
+   the ``llc_calibration`` sweep kind (``bayes_attn/configs/llc_calibration.toml``) and
+   ``docs/scripts/llc_calibration.py``.
 
 4. ``--seeds``: SGLD's step bias at d = 64 with the error from six independent seeds per step.
 
 Run: ``.venv/bin/python benchmarks/llc_exact.py [d ...] [--quick]`` (about 15 min on 2 busy cores; the
-toy checks only with the default widths 16 and 64); ``... llc_exact.py --calibrate [64]``; ``... llc_exact.py 1024 10000 --exact-only``
+toy checks only with the default widths 16 and 64); ``... llc_exact.py 1024 10000 --exact-only``
 the exact rows alone (any width: the explicit network's side grows as d²);
 ``... llc_exact.py 10000 --step-cost`` the explicit SGLD step's cost at that width. The
 steps scale as 16 / d (the curvature of the network's W_G grows with d) and each kept draw is
@@ -26,19 +27,16 @@ from __future__ import annotations
 import math
 import time
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
 import bayes_attn as ba
-from bayes_attn import algebra
 from bayes_attn.analysis.llc import llc_estimate
+from bayes_attn.experiments.llc_studies import benchmark_problem
 from bayes_attn.inference.llc import exact_frozen_llc, run_llc
 from bayes_attn.models import network_model
-from bayes_attn.models.network import init_embeddings
-from bayes_attn.theory.level1 import level1_fit, level1_map
 
 A = np.array([1.0, 4.0, 0.25])
 
@@ -80,16 +78,11 @@ def toy_checks():
 
 
 def frozen_case(P, d):
+    """w* and the call of the network (L = 8, V = 3, softmax, γ = 100) at P and width d
+    (:func:`bayes_attn.experiments.llc_studies.benchmark_problem`: the benchmark's key layout)."""
     task, hyper = ba.CopyTask(8, 3), ba.Hyper.paper()
-    tokens = task.sample(jax.random.key(1), P)
-    emb = init_embeddings(jax.random.key(2), task, hyper, d)
-    g, U = algebra.embedding_gram(*emb), algebra.span_basis(*emb)
-    M = level1_map(task, hyper, tokens, "softmax", gram=g).M
-    w = level1_fit(M, tokens, task, hyper, "softmax", gram=g)["w"]
-    w_star = {"W_G": U @ M @ U.T, "W_O": w.T @ U.T / math.sqrt(d)}
-    call = dict(model_args=(task, hyper, tokens, "softmax", d),
-                model_kwargs={"train_embeddings": False, "embeddings": emb}, gamma=100.0)  # fmt: skip
-    return w_star, call
+    _, args, kw, w_star, _ = benchmark_problem(task, hyper, P, "softmax", d_model=d)
+    return w_star, dict(model_args=args, model_kwargs=kw, gamma=100.0)
 
 
 def network_checks(P=20, widths=(16, 64), ladder=(1e-3, 5e-4, 2.5e-4), draws=4000,
@@ -141,70 +134,10 @@ def step_cost(widths, P=20):
         )
 
 
-def calibration_figure(table, path):
-    """plots.llc_calibration with the exact value at each nβ (dotted)."""
-    import matplotlib.pyplot as plt
-
-    from bayes_attn.plotting import plots
-
-    fig = plots.llc_calibration(table)
-    ax = fig.axes[0]
-    colors = [ln.get_color() for ln in ax.get_lines() if ln.get_linestyle() == "-"]
-    for i, (ex, color) in enumerate(zip(table.exact_llc.values, colors, strict=True)):
-        ax.axhline(ex, ls=":", color=color, label="exact" if i == 0 else None)
-    ax.legend(fontsize=8)
-    ax.set_title(f"calibrate_llc on the network (d = {table.attrs['d_model']}, "
-                 f"P = {table.attrs['P']}); dotted: exact\n"
-                 f"(hollow: acceptance < 0.9; ringed: chosen)", fontsize=10)  # fmt: skip
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def calibration(d=64, P=20, ladder=(1.25e-4, 2.5e-4, 5e-4, 1e-3), draws=5000):
-    """calibrate_llc on the network at width d, the exact value beside each nβ's verdict."""
-    import shlex
-    import sys
-    from pathlib import Path
-
-    from bayes_attn.experiments.llc import calibrate_llc
-    from bayes_attn.io import write_atomic
-
-    w_star, call = frozen_case(P, d)
-    nbetas = (None, float(P))
-    t0 = time.perf_counter()
-    exact = [llc_estimate(exact_frozen_llc(network_model, w_star, num_draws=1000, nbeta=nb,
-                                           seed=0, **call)) for nb in nbetas]  # fmt: skip
-    t_exact = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    table = calibrate_llc(
-        network_model, w_star, step_sizes=[e * 16 / d for e in ladder], nbetas=nbetas,
-        sampler="sgld", num_chains=4, num_draws=draws, num_burnin=1000, thinning=d // 16, seed=0,
-        **call,
-    )  # fmt: skip
-    t_cal = time.perf_counter() - t0
-    table = table.assign(
-        exact_llc=("nbeta", [e.llc_mean for e in exact]),
-        exact_mcse=("nbeta", [e.mcse for e in exact]),
-    ).assign_attrs(
-        command=shlex.join(["python", *sys.argv]), d_model=d, P=P, gamma=call["gamma"],
-        sgld_draws=draws, thinning=d // 16, exact_wall_s=t_exact, calibration_wall_s=t_cal,
-    )  # fmt: skip
-    out = Path(__file__).resolve().parents[1] / "docs" / "figures" / f"llc_calibration_d{d}"
-    write_atomic(table, out.with_suffix(".nc"))
-    print("\n| nβ | ε | λ̂ ± MCSE | from exact (combined MCSE) | acceptance | passes |\n"
-          "|---|---|---|---|---|---|")  # fmt: skip
-    for i, nb in enumerate(table["nbeta"].values):
-        ex, se_ex = float(table.exact_llc[i]), float(table.exact_mcse[i])
-        print(f"| {nb:.4g} | exact | {ex:.4f} ± {se_ex:.4f} | | | |")
-        for j, eps in enumerate(table["step_size"].values):
-            c = table.isel(nbeta=i, step_size=j)
-            z = (float(c.llc) - ex) / math.hypot(float(c.mcse), se_ex)
-            print(f"| {nb:.4g} | {eps:g} | {float(c.llc):.4f} ± {float(c.mcse):.4f} | {z:+.1f} | "
-                  f"{float(c.acceptance):.3f} | {bool(c.passes)} |")  # fmt: skip
-        print(f"| {nb:.4g} | chosen: {float(table.chosen[i]):g} | | | | |")
-    calibration_figure(table, out.with_suffix(".png"))
-    print(f"exact {t_exact:.0f} s, calibration {t_cal:.0f} s; wrote {out}.nc and .png")
+#: the commands that make docs/figures/llc_calibration_d64.{nc,png} (``--calibrate``)
+CALIBRATION_COMMANDS = """\
+bayes-attn sweep --config bayes_attn/configs/llc_calibration.toml --out docs/figures/llc_calibration_d64.nc
+python docs/scripts/llc_calibration.py docs/figures/llc_calibration_d64.nc --figure docs/figures/llc_calibration_d64.png"""
 
 
 def seed_spread(d=64, P=20, steps=(6.25e-5, 3.125e-5), seeds=6, total=20000):
@@ -239,9 +172,8 @@ if __name__ == "__main__":
         seed_spread()
         sys.exit()
 
-    if "--calibrate" in sys.argv:
-        rest = [int(a) for a in sys.argv[1:] if a != "--calibrate"]
-        calibration(*rest[:1])
+    if "--calibrate" in sys.argv:  # now a sweep kind and its drawing script
+        print(CALIBRATION_COMMANDS)
         sys.exit()
     quick = "--quick" in sys.argv  # the smallest SGLD step only, 2000 draws (for d = 256)
     flags = ("--quick", "--exact-only", "--step-cost")

@@ -1,6 +1,8 @@
 """The relabelled dataset of the symmetry test (docs/validation.md, "Is the symmetry breaking
 spontaneous?"): every block is a token permutation of the base, its counts are token-symmetric,
-and the two-layer kernel limit's potential on it is invariant under relabelling the forms."""
+and the two-layer kernel limit's potential on it is invariant under relabelling the forms; the
+pieces of the ``induction_symmetry`` and ``induction_closure`` sweep kinds (the projection on the
+token-symmetric forms, the Hessian on the asymmetric ones, their options' checks)."""
 
 import itertools
 
@@ -10,6 +12,14 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
+from bayes_attn.experiments.induction_symmetry import (
+    asymmetric_hessian,
+    off_symmetric,
+    perm_distance,
+    relabel_forms,
+    symmetrise,
+)
+from bayes_attn.experiments.sweep import SweepConfig
 from bayes_attn.induction import InductionTask, relabellings
 from bayes_attn.inference.potential import flat_potential
 from bayes_attn.keys import dataset_key
@@ -22,14 +32,6 @@ HYPER = Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=30.0)
 
 def _task(L=5, V=3):
     return InductionTask(L, V, InContextMarkov(1.0, start="uniform"))
-
-
-def _relabel_forms(M1, M2, p, V):
-    """Pi^T M Pi on both layers, Pi permuting the token block of the features."""
-    n = M1.shape[0]
-    Pi = jnp.eye(n)[np.r_[list(p), V:n]]
-    Pi2 = jax.scipy.linalg.block_diag(Pi, Pi)
-    return Pi.T @ M1 @ Pi, Pi2.T @ M2 @ Pi2
 
 
 @pytest.mark.parametrize("V", [2, 3])
@@ -70,7 +72,7 @@ def test_potential_is_invariant_on_the_relabelled_dataset(V=3):
         pot = flat_potential(two_layer_kernel_model, model_args=(task, HYPER, tokens, "softmax"))
         U = jax.jit(pot.U)
         u0 = float(U(ravel_pytree({"M1": M1, "M2": M2})[0]))
-        us = [float(U(ravel_pytree(dict(zip(("M1", "M2"), _relabel_forms(M1, M2, p, V),
+        us = [float(U(ravel_pytree(dict(zip(("M1", "M2"), relabel_forms(M1, M2, p, V),
                                             strict=True)))[0]))
               for p in itertools.permutations(range(V))]  # fmt: skip
         spread[name] = max(abs(u - u0) for u in us)
@@ -87,25 +89,68 @@ def test_bad_input_names_the_parameter():
         relabellings(np.full((2, 3), 2), 2)
 
 
-@pytest.mark.slow
-def test_symmetry_benchmark_runs(tmp_path):
-    """``benchmarks/induction_order_parameters.py symmetry`` at a tiny size (P = 6, two steps)
-    writes its row, with the potential invariant on the relabelled dataset, and reads it back."""
-    import subprocess
-    import sys
+def _forms(task, key, scale=0.5):
+    n = task.n_features
+    k1, k2 = jax.random.split(jax.random.PRNGKey(key))
+    return scale * jax.random.normal(k1, (n, n)), scale * jax.random.normal(k2, (2 * n, 2 * n))
 
-    import xarray as xr
 
-    root = __import__("pathlib").Path(__file__).resolve().parents[1]
-    script = str(root / "benchmarks" / "induction_order_parameters.py")
-    out = str(tmp_path / "sym.nc")
-    for start in ("zero", "circuit"):
-        subprocess.run([sys.executable, script, "symmetry", out, "sym:6:0", start, "2"],
-                       check=True, cwd=root, capture_output=True)  # fmt: skip
-    ds = xr.open_dataset(out)
-    assert list(ds.run.values) == ["sym:6:0:zero", "sym:6:0:circuit"]
-    assert int(ds.P_data[0]) == 6 and float(ds.perm_dU.max()) < 1e-9
-    assert float(ds.off_symmetric1.sel(run="sym:6:0:circuit")) < 1e-12
-    report = subprocess.run([sys.executable, script, "symmetry_report", out], check=True,
-                            cwd=root, capture_output=True, text=True).stdout  # fmt: skip
-    assert "vs circuit" in report
+def test_symmetrise_is_the_projection_on_symmetric_forms(V=3):
+    """The relabelling average is idempotent and fixed by every relabelling (1e-12); the shares
+    off the symmetric forms are 0 there and in (0, 1) at random forms; a relabelled copy of the
+    forms is at distance 0 after the right relabelling only."""
+    task = _task(L=4, V=V)
+    M1, M2 = _forms(task, 4)
+    S1, S2 = symmetrise(M1, M2, V)
+    T1, T2 = symmetrise(S1, S2, V)
+    np.testing.assert_allclose(T1, S1, atol=1e-12)
+    np.testing.assert_allclose(T2, S2, atol=1e-12)
+    for p in itertools.permutations(range(V)):
+        R1, R2 = relabel_forms(S1, S2, p, V)
+        np.testing.assert_allclose(R1, S1, atol=1e-12)
+        np.testing.assert_allclose(R2, S2, atol=1e-12)
+    assert max(off_symmetric(S1, S2, V)) < 1e-24
+    assert all(0 < f < 1 for f in off_symmetric(M1, M2, V))
+    p = (2, 0, 1)
+    d, found = perm_distance((M1, M2), relabel_forms(M1, M2, p, V), V)
+    inverse = tuple(int(i) for i in np.argsort(p))
+    assert d < 1e-12 and found == inverse
+    assert perm_distance((M1, M2), relabel_forms(M1, M2, p, V), V, identity=True)[0] > 0.1
+
+
+def test_asymmetric_hessian_is_the_dense_hessian_projected(V=2):
+    """At a token-symmetric point of a relabelling-closed dataset, the blocked potential's
+    Hessian on the asymmetric forms (exact products) has the eigenvalues of the model's dense
+    Hessian projected on them (1e-8 relative)."""
+    task = _task(L=3, V=V)
+    tokens = jnp.asarray(relabellings(task.sample(dataset_key(seed=5), 3), V))
+    forms = symmetrise(*_forms(task, 6), V)
+    lam, dim = asymmetric_hessian(task, HYPER, tokens, "softmax", forms)
+    pot = flat_potential(two_layer_kernel_model, model_args=(task, HYPER, tokens, "softmax"))
+    x, unravel = ravel_pytree({"M1": forms[0], "M2": forms[1]})
+    H = np.asarray(jax.hessian(pot.U)(x))
+    S = np.asarray(jax.vmap(lambda v: ravel_pytree(dict(zip(
+        ("M1", "M2"), symmetrise(unravel(v)["M1"], unravel(v)["M2"], V), strict=True)))[0])(
+        jnp.eye(x.size)))  # fmt: skip
+    w, Q = np.linalg.eigh(np.eye(x.size) - S)
+    Q = Q[:, w > 0.5]
+    assert dim == Q.shape[1] and 0 < dim < x.size
+    np.testing.assert_allclose(lam, np.linalg.eigvalsh(Q.T @ H @ Q), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "kind, options, match",
+    [
+        ("induction_symmetry", {"runs": ["real:nowhere"]}, "runs"),
+        ("induction_symmetry", {"runs": ["both:zero"]}, "runs"),
+        ("induction_symmetry", {"runs": ["sym:zero"], "hessian": 4}, "hessian"),
+        ("induction_symmetry", {"maxiter": 0}, "maxiter"),
+        ("induction_closure", {"families": ["2", "nope"]}, "families"),
+        ("induction_closure", {"sym": "yes"}, "sym"),
+        ("induction_closure", {"maps": 3}, "maps"),
+    ],
+)
+def test_bad_options_name_the_parameter(kind, options, match):
+    with pytest.raises(ValueError, match=match):
+        SweepConfig(kind=kind, P=(12,), L=(4,), V=(2,), activation=("softmax",),
+                    tokens="icl-markov:alpha=1,start=uniform", options=options)  # fmt: skip

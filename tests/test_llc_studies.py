@@ -66,6 +66,31 @@ def test_configs_refuse_what_cannot_run():
         _quick("llc_phases.toml", activation=["linear"])
     with pytest.raises(ValueError, match="gamma_nodes"):
         _quick("llc_phases.toml", options={"gamma_nodes": 1})
+    with pytest.raises(ValueError, match="layout must be"):
+        _quick("llc_calibration.toml", options={"layout": "fold"})
+    with pytest.raises(ValueError, match="nbetas: a list of"):
+        _quick("llc_calibration.toml", options={"nbetas": ["P"]})
+    with pytest.raises(ValueError, match="step_sizes: a halving ladder"):
+        _quick("llc_calibration.toml", options={"step_sizes": [1e-4]})
+
+
+@pytest.mark.slow  # compiles exact NUTS and SGLD: 80 s wall with a warm cache on shared cores
+def test_calibration_config_runs_and_draws(tmp_path):
+    """The llc_calibration kind's [quick] run, tabulated and drawn by its script: calibrate_llc's
+    table over (nβ, ε) with the exact value at each nβ (a shape check; the numbers are the
+    committed file's, checked below)."""
+    cfg = _quick("llc_calibration.toml")
+    ds = run_sweep(cfg, tmp_path / "c.nc", progress=False)
+    assert ds["done"].all() and ds.attrs["kind"] == "llc_calibration"
+    assert ds.sizes["temperature"] == 1 and ds.sizes["rung"] == 2
+    for name in ("llc", "mcse", "acceptance", "nbeta", "step_size", "exact_llc", "exact_mcse"):
+        assert np.isfinite(ds[name].values).all(), name
+    assert load_sweep(tmp_path / "c.nc").exact_seconds.attrs["units"] == "s"
+    script = _script("llc_calibration")
+    (table,) = script.tables(load_sweep(tmp_path / "c.nc"))
+    assert table.attrs["P"] == 10 and table.passes.dtype == bool
+    assert script.markdown(table).count("| exact |") == 1
+    script.figure(table).savefig(tmp_path / "c.png")
 
 
 def test_committed_studies_are_their_configs_sweeps():
@@ -82,6 +107,21 @@ def test_committed_studies_are_their_configs_sweeps():
         assert SweepConfig.from_json(ds.attrs["config"]).same_grid(cfg), config
         assert ds["done"].all(), result
         assert json.loads(ds.attrs["config"])["kind"] == cfg.kind
+
+
+def test_committed_calibration_is_its_configs_sweep():
+    """docs/figures/llc_calibration_d64.nc is the llc_calibration config's sweep, and its drawing
+    script reads back the numbers docs/validation.md quotes (the chosen step at nβ = n / log n,
+    none at nβ = n)."""
+    path = Path(__file__).resolve().parents[1] / "docs" / "figures" / "llc_calibration_d64.nc"
+    ds = load_sweep(path)
+    cfg = SweepConfig.from_dict(read_sweep_table(CONFIGS / "llc_calibration.toml"))
+    assert SweepConfig.from_json(ds.attrs["config"]).same_grid(cfg) and ds["done"].all()
+    (table,) = _script("llc_calibration").tables(ds)
+    text = _script("llc_calibration").markdown(table)
+    assert "| 6.676 | exact | 1.4826 ± 0.0025 |" in text
+    assert "| 6.676 | 6.25e-05 | 1.4718 ± 0.0309 | -0.3 | 0.981 | True |" in text
+    assert "| 20 | chosen: nan |" in text
 
 
 def test_drawing_scripts_read_the_committed_results(capsys):

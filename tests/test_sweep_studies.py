@@ -56,6 +56,8 @@ QUICK = {
     "coexistence_modes.toml": "level1_aG",
     "coexistence_occupancy.toml": "adam_aG",
     "landscape_linear.toml": "map_cG",
+    "induction_closure.toml": "U_family",
+    "induction_symmetry.toml": "U",
 }
 
 
@@ -76,6 +78,8 @@ READERS = {
     "coexistence_modes.toml": "coexistence.py",
     "coexistence_occupancy.toml": "coexistence.py",
     "landscape_linear.toml": "landscape.py",
+    "induction_closure.toml": "induction_tables.py",
+    "induction_symmetry.toml": "induction_tables.py",
 }
 SCRIPTS = Path(__file__).parents[1] / "docs" / "scripts"
 

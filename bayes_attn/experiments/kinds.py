@@ -222,6 +222,12 @@ KINDS: dict[str, Kind] = {
         "llc ladders (exact nuts)",
         check=_L + "check_phases",
     ),  # fmt: skip
+    "llc_calibration": Kind(
+        _L + "calibration_point",
+        _L + "CALIBRATION_DEFAULTS",
+        "llc (calibrate_llc: sgld ladder; exact nuts)",
+        check=_L + "check_calibration",
+    ),  # fmt: skip
     "tokens": Kind(
         _K + "tokens_point",
         _K + "TOKENS_DEFAULTS",
@@ -233,7 +239,7 @@ KINDS: dict[str, Kind] = {
     "induction": Kind(
         _I + "induction_point",
         _I + "INDUCTION_DEFAULTS",
-        "none (trust-region MAP of the two-layer kernel limit, two starts)",
+        "none (L-BFGS MAP of the two-layer kernel limit, two starts; trust-krylov before 2026-12-07)",
         check=_I + "check_induction",
         descriptions=_I + "DESCRIPTIONS",
     ),  # fmt: skip
@@ -268,6 +274,20 @@ KINDS: dict[str, Kind] = {
         _IP + "LLC_DEFAULTS",
         "llc (exact two-layer target, readout integrated)",
         check=_IP + "check_llc",
+    ),  # fmt: skip
+    "induction_closure": Kind(
+        "bayes_attn.experiments.induction_closure:closure_point",
+        "bayes_attn.experiments.induction_closure:CLOSURE_DEFAULTS",
+        "none (L-BFGS over the extended families and the token-symmetric forms)",
+        check="bayes_attn.experiments.induction_closure:check_closure",
+        descriptions="bayes_attn.experiments.induction_closure:DESCRIPTIONS",
+    ),  # fmt: skip
+    "induction_symmetry": Kind(
+        "bayes_attn.experiments.induction_symmetry:symmetry_point",
+        "bayes_attn.experiments.induction_symmetry:SYMMETRY_DEFAULTS",
+        "none (trust-region MAPs of the two-layer kernel limit from named starts)",
+        check="bayes_attn.experiments.induction_symmetry:check_symmetry",
+        descriptions="bayes_attn.experiments.induction_symmetry:DESCRIPTIONS",
     ),  # fmt: skip
 }
 
@@ -361,6 +381,17 @@ DESCRIPTIONS = {
     "centre": ("1", "the phase's centre: 0 the joint MAP, 1 the gate's mode, 2 its start"),
     "free_energy": ("nats", "F(n) of the phase, localized at its centre"),
     "free_energy_basin": ("nats", "F(n) of the phase's basin, the localization taken away"),
+    # llc_calibration (experiments.llc_studies.calibration_point: experiments.llc.calibrate_llc)
+    "llc": ("1", "LLC estimate at this nβ and step (the mean over the seeds' runs)"),
+    "mcse": ("1", "Monte Carlo standard error of the LLC estimate"),
+    "rhat": ("1", "R-hat of the per-draw LLC across chains"),
+    "step_size": ("1", "Langevin step size ε"),
+    "passes": ("1", "the step passes: acceptance high enough and stable under halving, 1 or 0"),
+    "chosen": ("1", "the largest step that passes at this nβ (nan: none)"),
+    "llc_extrapolated": ("1", "2 llc(ε/2) - llc(ε): the first-order step bias removed"),
+    "llc_extrapolated_se": ("1", "standard error of llc_extrapolated"),
+    "exact_seconds": ("s", "wall time of the exact LLC runs"),
+    "calibration_seconds": ("s", "wall time of the calibration ladder"),
     # coexistence_modes, occupancy, landscape_linear (bayes_attn.experiments.studies_coexistence)
     "level2_aG": ("1", "aG of the Level-2 phase (exact; nan where it does not exist)"),
     "level2_delta_F": ("nats", "Level 2's F_strong - F_weak (log-determinant; nan: one phase)"),

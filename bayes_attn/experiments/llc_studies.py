@@ -16,18 +16,28 @@ F_k(n) - F_k(0) = n L_n(w*_k) + ∫_0^n λ̂_k(t)/t dt with F_k(0) Gaussian in c
 ``gamma_nodes``, :func:`~bayes_attn.experiments.llc_ti.localization_free_energy` takes the
 localization away. Configs: ``bayes_attn/configs/llc_phases*.toml``; summary and figure:
 ``docs/scripts/llc_phases.py`` (the profile beside it from ``bayes-attn landscape``).
+
+``llc_calibration``: :func:`~bayes_attn.experiments.llc.calibrate_llc` on the frozen-embedding
+network with the exact LLC beside each nβ's verdict (docs/validation.md, "``calibrate_llc`` on the
+network"). The network is :func:`benchmark_problem`'s (``layout = "benchmark"``: the one of
+``benchmarks/llc_exact.py``) or :func:`~bayes_attn.experiments.llc.llc_problem`'s at the point's
+seed (``layout = "seed"``). Config: ``bayes_attn/configs/llc_calibration.toml``; figure:
+``docs/scripts/llc_calibration.py``.
 """
 
 from __future__ import annotations
 
 import math
+import time
 
+import jax
 import numpy as np
 
 from bayes_attn import algebra
 from bayes_attn.analysis.llc import llc_estimate
 from bayes_attn.experiments.coexistence import PHASES, phase_starts
 from bayes_attn.experiments.llc import (
+    calibrate_llc,
     llc_free_energy,
     llc_point,
     llc_problem,
@@ -35,14 +45,19 @@ from bayes_attn.experiments.llc import (
     network_order,
     network_weights,
 )
-from bayes_attn.inference.llc import exact_frozen_llc
+from bayes_attn.inference.llc import EXACT_SETTINGS, exact_frozen_llc
 from bayes_attn.models.levels import ORDER_PARAMETERS
-from bayes_attn.theory.level1 import start_in_span
+from bayes_attn.models.network import init_embeddings, network_model
+from bayes_attn.theory.level1 import level1_map, start_in_span
 from bayes_attn.theory.modes import phase_boundary
 
 __all__ = [
+    "BENCHMARK_KEYS",
+    "CALIBRATION_DEFAULTS",
     "PHASES_DEFAULTS",
     "TABLE1_DEFAULTS",
+    "benchmark_problem",
+    "calibration_point",
     "gaussian_log_z0",
     "phases_point",
     "table1_point",
@@ -219,3 +234,99 @@ def phases_point(cfg, pt, task, hyper) -> dict:
         k: (("phase", *dims), np.stack([np.asarray(r[k][1], dtype=float) for r in rows]))
         for k, (dims, _) in rows[0].items()
     }
+
+
+#: the named key layout of ``benchmarks/llc_exact.py``'s network (docs/validation.md, "The local
+#: learning coefficient against exact values"): its dataset from ``key(1)``, its embeddings from
+#: ``key(2)``, whatever the run's seed. It predates the package's scheme (:mod:`bayes_attn.keys`,
+#: a fold of the seed's key) and keeps the committed numbers of that section and of the
+#: calibration figure; the samplers still draw from the point's seed.
+BENCHMARK_KEYS = (1, 2)
+
+#: the options of an ``llc_calibration`` sweep: the d = 64 study of 2026-12-05
+#: (docs/figures/llc_calibration_d64.nc). The network's W_G curvature grows with d: the steps
+#: scale as 16 / d (these are 1.25e-4 ... 1e-3 at d = 16) and each kept draw is d / 16 steps
+#: after the last
+CALIBRATION_DEFAULTS = dict(
+    d_model=64,
+    layout="benchmark",  # BENCHMARK_KEYS, or "seed": llc_problem's network at the point's seed
+    gamma=100.0,
+    step_sizes=[3.125e-5, 6.25e-5, 1.25e-4, 2.5e-4],  # a halving ladder (calibrate_llc)
+    nbetas=["n/log n", "n"],  # the nβ of each row: n / log n (run_llc's default) or n
+    sampler="sgld",
+    num_chains=4,
+    num_draws=5000,
+    num_burnin=1000,
+    thinning=4,
+    exact_draws=1000,  # the exact LLC's NUTS draws per chain
+    exact_burnin=EXACT_SETTINGS.num_burnin,  # and its warm-up (exact_frozen_llc's default)
+)
+LAYOUTS = ("benchmark", "seed")
+NBETAS = ("n/log n", "n")
+
+
+def benchmark_problem(task, hyper, P: int, activation: str = "softmax", *, d_model: int):
+    """:func:`~bayes_attn.experiments.llc.llc_problem`'s tuple ``(model, model_args,
+    model_kwargs, w_star, n)`` for the network of ``benchmarks/llc_exact.py``: P sequences from
+    ``key(1)``, frozen embeddings of width ``d_model`` from ``key(2)`` (:data:`BENCHMARK_KEYS`),
+    w* the exact MAP from the global saddle (the readout profiled out) as weights."""
+    data_key, emb_key = (jax.random.key(k) for k in BENCHMARK_KEYS)
+    tokens = task.sample(data_key, P)
+    emb = init_embeddings(emb_key, task, hyper, d_model)
+    M = level1_map(task, hyper, tokens, activation, gram=algebra.embedding_gram(*emb)).M
+    w_star = network_weights(task, hyper, tokens, activation, M, emb)
+    kw = {"train_embeddings": False, "embeddings": emb}
+    return network_model, (task, hyper, tokens, activation, d_model), kw, w_star, None
+
+
+def check_calibration(cfg, options: dict) -> dict:
+    """Refuse an ``llc_calibration`` sweep that cannot run."""
+    if options["layout"] not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {options['layout']!r}")
+    bad = [nb for nb in options["nbetas"] if nb not in NBETAS]
+    if bad or not options["nbetas"]:
+        raise ValueError(f"nbetas: a list of {NBETAS}, got {options['nbetas']!r}")
+    if len(options["step_sizes"]) < 2:
+        raise ValueError(f"step_sizes: a halving ladder of at least 2, got {options['step_sizes']}")
+    if min(cfg.P) < 2:
+        raise ValueError(f"P: nβ = n / log n needs P >= 2, got {min(cfg.P)}")
+    return options
+
+
+def calibration_point(cfg, pt, task, hyper) -> dict:
+    """:func:`~bayes_attn.experiments.llc.calibrate_llc` at one point, the exact LLC at each nβ
+    beside it, on the dimensions ``temperature`` (the nβ of ``nbetas``) and ``rung`` (the steps,
+    smallest first), with each stage's wall time."""
+    o, P, seed = cfg.options, pt["P"], pt["seed"]
+    if o["layout"] == "benchmark":
+        problem = benchmark_problem(task, hyper, P, pt["activation"], d_model=o["d_model"])
+    else:
+        problem = llc_problem("network", task, hyper, P, pt["activation"], d_model=o["d_model"],
+                              seed=seed)  # fmt: skip
+    model, args, kw, w_star, _ = problem
+    nbetas = [None if nb == "n/log n" else float(P) for nb in o["nbetas"]]
+    t0 = time.perf_counter()
+    exact = [
+        llc_estimate(llc_point(
+            "network", task, hyper, P, pt["activation"], seed=seed, problem=problem,
+            exact_only=True, exact_draws=o["exact_draws"], exact_burnin=o["exact_burnin"],
+            progress=False, nbeta=nb, gamma=o["gamma"],
+        )[1])
+        for nb in nbetas
+    ]  # fmt: skip
+    t_exact = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    run = {k: o[k] for k in ("sampler", "num_chains", "num_draws", "num_burnin", "thinning")}
+    table = calibrate_llc(model, w_star, model_args=args, model_kwargs=kw, nbetas=nbetas,
+                          step_sizes=o["step_sizes"], gamma=o["gamma"], seed=seed, **run)  # fmt: skip
+    t_cal = time.perf_counter() - t0
+    grid, row = ("temperature", "rung"), ("temperature",)
+    out = {k: (grid, table[k].values) for k in ("llc", "mcse", "rhat", "acceptance", "passes",
+                                                 "llc_extrapolated", "llc_extrapolated_se")}  # fmt: skip
+    out.update(
+        nbeta=(row, table["nbeta"].values), step_size=(("rung",), table["step_size"].values),
+        chosen=(row, table["chosen"].values),
+        exact_llc=(row, [e.llc_mean for e in exact]), exact_mcse=(row, [e.mcse for e in exact]),
+        exact_seconds=((), t_exact), calibration_seconds=((), t_cal),
+    )  # fmt: skip
+    return out
