@@ -58,8 +58,53 @@ def test_check_refuses_bad_options():
         SweepConfig(kind="tokens", P=(100, 200))
     with pytest.raises(ValueError, match="gram_width"):
         SweepConfig(kind="tokens", P=(100,), options={"gram_width": 16})
+    with pytest.raises(ValueError, match="activation: the crossover measure is linear only"):
+        SweepConfig(kind="tokens", P=(100,), options={"measure": "crossover"})
     with pytest.raises(ValueError, match="pool: P = 200"):
         SweepConfig(kind="tokens", P=(200,), options={"measure": "competitor", "pool": 100})
+
+
+def test_steepest_slope_and_the_crossover_search_on_a_known_path(monkeypatch):
+    """The search's logic on a path whose crossover is known: cG = 2 / (1 + (P / 300)^(-3))
+    (steepest in log P at P = 300) stands in for the Level-1 MAP. From P0 = 100 the coarse walk
+    must climb (three steps of 1.5), the fine grid (steps of 1.5^(1/4), 10.7%) and the parabola put
+    the crossover within 0.5% of 300 (the parabola's error on this grid; the largest slope's
+    midpoint alone is 3.3% off, at 290), and the same estimator on 400 dense points agrees to 1e-4."""
+    q = lambda P: 2.0 / (1.0 + (P / 300.0) ** -3.0)  # noqa: E731
+    monkeypatch.setattr(
+        ts, "_linear_map", lambda task, hyper, tokens, near: {"cG": q(len(tokens)), "M": None}
+    )
+    r = ts.crossover_point(None, None, np.zeros((1500, 1)), P0=100, max_evals=14)
+    assert r["crossover"] == pytest.approx(300, rel=5e-3)
+    assert r["lo"] <= r["crossover"] <= r["hi"] and r["hi"] / r["lo"] < 1.15
+    assert r["evals"] <= 14 and np.isfinite(r["path_P"]).sum() == r["evals"]
+    assert r["path_cG"][: r["evals"]] == pytest.approx(q(r["path_P"][: r["evals"]]))
+    dense = np.geomspace(100, 900, 400)
+    assert ts.steepest_slope(dense, q(dense))["crossover"] == pytest.approx(300, rel=1e-4)
+    assert ts.steepest_slope(dense, q(dense))["slope"] == pytest.approx(1.5, rel=1e-4)  # 3 * 2 / 4
+    # the steepest slope at the pool's end: no crossover in range
+    edge = ts.crossover_point(None, None, np.zeros((320, 1)), P0=100, max_evals=14)
+    assert np.isnan(edge["crossover"])
+
+
+@pytest.mark.slow
+def test_crossover_point_against_level2_and_its_own_maps():
+    """A small case (L = 6, V = 3, sigma^2 = 5, dataset 0, pool 200): the Level-1 MAP's crossover
+    lies within 10% of Level 2's 33.87 (the Level-1 and Level-2 points differ by O(1/P) on one
+    dataset, 35.26 here), and the path's cG at two P equals a cold Level-1 MAP from the default
+    start (the continuation found the global minimum). About 3 min on a loaded core."""
+    from bayes_attn import algebra
+    from bayes_attn.theory.level1 import level1_map
+
+    hyper = Hyper(chi=30.0, g_w=1.0, g_o=1.0, sigma2=5.0)
+    task = ts._task(6, 3, "uniform")
+    pool = ts._pool(task, 0, 200)
+    r = ts.crossover_point(task, hyper, pool, P0=34)
+    assert r["crossover"] == pytest.approx(33.87, rel=0.1)
+    assert r["lo"] <= r["crossover"] <= r["hi"]
+    for P, cG in list(zip(r["path_P"], r["path_cG"], strict=True))[2:4]:
+        m = level1_map(task, hyper, pool[: int(P)], "linear")
+        assert float(algebra.z2_sign(m.c1, m.cG)) * m.cG == pytest.approx(cG, abs=1e-6)
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ACTIVATIONS", "SOURCES", "done_points", "plateau_table", "study_table"]
+__all__ = ["ACTIVATIONS", "SOURCES", "done_points", "fold_linear", "plateau_table", "study_table"]
 
 ACTIVATIONS = ("softmax", "linear")
 #: the training study's token sources, by its ``doubly_stochastic`` value: (label, colour)
@@ -18,6 +18,23 @@ def done_points(ds, act):
     """The study ``ds`` at activation ``act``, NaN where a point is not yet done."""
     one = ds.sel(activation=act)
     return one.where(one.done)
+
+
+def fold_linear(ds):
+    """``ds`` with layer 1's scores of the linear points folded onto ``copy1 >= 0``.
+
+    With linear attention and the readout integrated out, M1 -> -M1 flips layer 1's output,
+    which layer 2's form (its h1 block) and the readout absorb: the evidence and the prior are
+    even in M1, so (uniform1, copy1) and -(uniform1, copy1) are the same mode, and a MAP lands
+    on either sign (datasets at one P do). Both scores are multiplied by the sign of copy1
+    (+1 where copy1 is 0), as the one-layer linear cG is folded; softmax points are unchanged.
+    """
+    if "activation" not in ds.dims or "linear" not in ds.activation.values:
+        return ds
+    linear = ds.activation == "linear"
+    sign = np.sign(ds.copy1).where(ds.copy1 != 0, 1.0)
+    sign = sign.where(linear, 1.0)
+    return ds.assign(copy1=ds.copy1 * sign, uniform1=ds.uniform1 * sign)
 
 
 def study_table(ds) -> str:

@@ -16,6 +16,9 @@ files), with two measures (the option ``measure``):
   :func:`bayes_attn.theory.scaling.level1_second_order`). With ``gram_width`` > 0 the softmax point
   is that of the exact network of that width with frozen embeddings (one prior draw from the
   seed, :func:`bayes_attn.models.levels.seed_embeddings`).
+- ``crossover`` (linear only): the Level-1 MAP's crossover, the P of steepest growth of its
+  Z2-folded ĉG in log P on the nested datasets (:func:`crossover_point`, the Level-1 reading of
+  :func:`bayes_attn.theory.boundaries.crossover`), with the path of ĉG it was read from.
 - ``competitor``: the in-weights competitor of copying. At each P, the Level-1 MAP from
   three starts (uniform M = 0, copy, and ``diagonal``: attention on the current token, the route
   of a token-only predictor), with the action, the attention's weight on the previous position
@@ -43,19 +46,23 @@ import numpy as np
 
 __all__ = [
     "competitor_point",
+    "crossover_measure",
+    "crossover_point",
     "equal_action_point",
     "per_source",
     "pstar_point",
     "second_order_point",
+    "steepest_slope",
     "token_only_loss",
     "tokens_point",
 ]
 
 TOKENS_DEFAULTS = dict(
-    measure="pstar",  # or "competitor"
+    measure="pstar",  # or "crossover", "competitor"
     sources=["uniform"],
     pool=0,  # pstar: the grid's one P (the nested datasets' pool); competitor: 0 or >= every P
-    P0=276,  # where the search starts (Level 2's softmax P* for uniform tokens at Table 1)
+    P0=276,  # where the search starts (Level 2's softmax P* for uniform tokens at Table 1;
+    # the crossover measure's configs give 443, Level 2's linear crossover there)
     rtol=0.01,  # the search stops when the bracket is narrower than rtol * P (or 2 sequences)
     max_evals=14,
     aG_split=2.0,  # one minimum only: weak below this aG, strong above
@@ -63,7 +70,7 @@ TOKENS_DEFAULTS = dict(
     diagonal_logit=6.0,  # competitor: the diagonal start's logit on the current position
 )
 #: the measures: what a point computes
-MEASURES = ("pstar", "competitor")
+MEASURES = ("pstar", "crossover", "competitor")
 
 #: the starts of a competitor point
 STARTS = ("uniform", "copy", "diagonal")
@@ -83,8 +90,9 @@ def _pool(task, seed: int, pool: int):
 
 
 def check_tokens_study(cfg, options: dict) -> dict:
-    """The measure is known and the sources parse. pstar: one P, the pool (``pool`` 0 takes it);
-    rtol in (0, 1); ``gram_width`` with softmax only. competitor: ``pool`` 0 or >= every P."""
+    """The measure is known and the sources parse. pstar and crossover: one P, the pool (``pool``
+    0 takes it); rtol in (0, 1); ``gram_width`` with softmax only; crossover with linear only.
+    competitor: ``pool`` 0 or >= every P."""
     from bayes_attn.tokens import parse_tokens
 
     options = dict(options)
@@ -106,6 +114,8 @@ def check_tokens_study(cfg, options: dict) -> dict:
         raise ValueError(f"rtol must be in (0, 1), got {options['rtol']!r}")
     if int(options["gram_width"]) and "linear" in cfg.activation:
         raise ValueError("gram_width: the frozen network's P* is computed for softmax only")
+    if options["measure"] == "crossover" and "softmax" in cfg.activation:
+        raise ValueError("activation: the crossover measure is linear only (--activation linear)")
     return options
 
 
@@ -240,6 +250,100 @@ def second_order_point(tokens_pool, V: int, hyper, *, rtol: float = 0.01) -> dic
 
 
 # --------------------------------------------------------------------------------------------------
+# linear: the crossover of the Level-1 MAP
+
+#: the crossover search's coarse ratio in P, and the fine grid's steps per coarse step
+CROSSOVER_RATIO, CROSSOVER_STEPS = 1.5, 4
+
+
+def steepest_slope(P, q) -> dict:
+    """Where ``q`` rises fastest in log P, from its values at the increasing ``P``.
+
+    The slopes (q[i+1] - q[i]) / log(P[i+1] / P[i]) stand at the intervals' log-midpoints; the
+    parabola through the largest and its two neighbours puts the maximum at its vertex (at the
+    largest slope's midpoint where that is the first or the last, or the parabola is not
+    concave). Returns ``crossover``, the interval ``lo``, ``hi`` of the largest slope and
+    ``slope`` (the maximum, dq / dlog P).
+    """
+    P = np.asarray(P, float)
+    x, q = np.log(P), np.asarray(q, float)
+    s = np.diff(q) / np.diff(x)
+    mid = 0.5 * (x[1:] + x[:-1])
+    k = int(np.argmax(s))
+    out = {"crossover": math.exp(mid[k]), "lo": P[k], "hi": P[k + 1], "slope": s[k]}
+    if 0 < k < len(s) - 1:
+        a, b, c = np.polyfit(mid[k - 1 : k + 2] - mid[k], s[k - 1 : k + 2], 2)
+        if a < 0:
+            v = min(max(-b / (2 * a), mid[k - 1] - mid[k]), mid[k + 1] - mid[k])
+            out.update(crossover=math.exp(mid[k] + v), slope=(a * v + b) * v + c)
+    return out
+
+
+def _linear_map(task, hyper, tokens, near) -> dict:
+    """The global linear Level-1 MAP on ``tokens``: the lower of the minima from the default start
+    (the uniform task's Level-2 global saddle at P) and from ``near`` (the M of the nearest P
+    done, None at the first); (c1, cG) in the Z2 image c1 + cG >= 0."""
+    from bayes_attn import algebra
+    from bayes_attn.theory.level1 import level1_map
+
+    starts = [None] if near is None else [None, near]
+    best = min((level1_map(task, hyper, tokens, "linear", M0=M0) for M0 in starts),
+               key=lambda m: m.action)  # fmt: skip
+    sign = float(algebra.z2_sign(best.c1, best.cG))
+    return {"cG": sign * best.cG, "c1": sign * best.c1, "M": best.M}
+
+
+def crossover_point(task, hyper, pool, *, P0: int = 443, max_evals: int = 14) -> dict:
+    """The linear crossover of the Level-1 MAP on the nested datasets ``pool[:P]``: the P of the
+    largest d ĉG / d log P along the global MAP's path (``_linear_map``, ĉG Z2-folded), the
+    definition of :func:`bayes_attn.theory.boundaries.crossover` read on a dataset.
+
+    Coarse: P0 / r, P0, P0 r (r = 1.5), extended by factors r until the largest finite-difference
+    slope has a smaller one on each side (or meets the pool's ends). Fine: r^(1/4) steps (10.7%)
+    over [p_k / r^(1/2), p_k+1 r^(1/2)] around the coarse interval of the largest slope; the
+    crossover is :func:`steepest_slope` of all the P evaluated in that range (a parabola through
+    the three largest slopes). Each P's MAP is computed once, warm-started from the nearest P
+    done. Returns ``crossover``, the fine interval ``lo``, ``hi`` of the largest slope, ``slope``
+    (max d ĉG / d log P), ``evals`` and the path ``path_P``, ``path_cG`` (length ``max_evals``,
+    nan-padded); ``crossover`` nan where the largest slope lies at the pool's end.
+    """
+    pool = np.asarray(pool)
+    n, r = pool.shape[0], CROSSOVER_RATIO
+    seen: dict[int, dict] = {}
+
+    def at(P):
+        P = int(min(max(round(P), 2), n))
+        if P not in seen and len(seen) < max_evals:
+            near = min(seen, key=lambda p: abs(math.log(p / P)), default=None)
+            seen[P] = _linear_map(task, hyper, pool[:P], None if near is None else seen[near]["M"])
+        return P
+
+    def largest(grid):
+        grid = [p for p in sorted(set(grid)) if p in seen]
+        return grid, int(np.argmax(np.diff([seen[p]["cG"] for p in grid]) / np.diff(np.log(grid))))
+
+    grid, k = largest([at(P0 / r), at(P0), at(P0 * r)])
+    while len(seen) < max_evals:
+        if k == 0 and grid[0] > 2:
+            grid, k = largest([at(grid[0] / r), *grid])
+        elif k == len(grid) - 2 and grid[-1] < n:
+            grid, k = largest([*grid, at(grid[-1] * r)])
+        else:
+            break
+    a, b = grid[k], grid[k + 1]
+    for j in range(-CROSSOVER_STEPS // 2, CROSSOVER_STEPS + CROSSOVER_STEPS // 2 + 1):
+        at(a * r ** (j / CROSSOVER_STEPS))
+    fine = sorted(p for p in seen if a / r**0.5 - 1 <= p <= b * r**0.5 + 1)
+    out = steepest_slope(fine, [seen[p]["cG"] for p in fine])
+    if (out["lo"] == fine[0] and fine[0] <= 2) or (out["hi"] == fine[-1] and fine[-1] >= n):
+        out["crossover"] = math.nan
+    path = sorted(seen)
+    pad = lambda v: np.pad(np.asarray(v, float), (0, max_evals - len(v)), constant_values=np.nan)  # noqa: E731
+    out.update(evals=len(seen), path_P=pad(path), path_cG=pad([seen[p]["cG"] for p in path]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
 # the kinds' points
 
 
@@ -247,8 +351,10 @@ _PSTAR_VARS = ("pstar", "lo", "hi", "aG_lo", "aG_hi", "evals")
 
 
 def tokens_point(cfg, pt, task, hyper):
-    """The point of the study's ``measure``: :func:`pstar_point` or :func:`competitor_point`."""
-    point = pstar_point if cfg.options["measure"] == "pstar" else competitor_point
+    """The point of the study's ``measure``: :func:`pstar_point`, :func:`crossover_measure` or
+    :func:`competitor_point`."""
+    point = {"pstar": pstar_point, "crossover": crossover_measure,
+             "competitor": competitor_point}[cfg.options["measure"]]  # fmt: skip
     return point(cfg, pt, task, hyper)
 
 
@@ -345,6 +451,26 @@ def pstar_point(cfg, pt, task, hyper):
     return {k: (("source",), np.array([r[k] for r in rows], float)) for k in _PSTAR_VARS}
 
 
+def crossover_measure(cfg, pt, task, hyper):
+    """The Level-1 MAP's linear crossover of every source on the point's nested datasets
+    (:func:`crossover_point` from ``P0``): dims ("source",), the path ("source", "eval")."""
+    o = cfg.options
+
+    def one(spec):
+        t = _task(pt["L"], pt["V"], spec)
+        r = crossover_point(t, hyper, _pool(t, pt["seed"], o["pool"]), P0=int(o["P0"]),
+                            max_evals=int(o["max_evals"]))  # fmt: skip
+        return {("crossover_" + k if k in ("lo", "hi") else k): v for k, v in r.items()}
+
+    rows = per_source(cfg, pt, one)
+    out = {k: (("source",), np.array([r[k] for r in rows], float))
+           for k in ("crossover", "crossover_lo", "crossover_hi", "slope", "evals")}  # fmt: skip
+    out.update(
+        {k: (("source", "eval"), np.stack([r[k] for r in rows])) for k in ("path_P", "path_cG")}
+    )
+    return out
+
+
 def token_only_loss(source, V: int, L: int) -> dict:
     """The exact expected loss per token (1/2 |y - f|^2, y[a] = x[a-1 mod L]) of the best
     predictors that see no other position: ``token_only``, f[a] = E[x[a-1] | x[a]] (the reversed
@@ -424,6 +550,15 @@ def competitor_point(cfg, pt, task, hyper):
 #: the variables a ``tokens`` sweep writes whose meaning here differs from the one table,
 #: :data:`bayes_attn.experiments.kinds.DESCRIPTIONS` (which describes the rest)
 DESCRIPTIONS = {
+    "crossover": (
+        "sequences",
+        "linear: the Level-1 MAP's P of max d cG / d log P (nested datasets)",
+    ),
+    "crossover_lo": ("sequences", "lower end of the fine interval of the largest d cG / d log P"),
+    "crossover_hi": ("sequences", "upper end of the fine interval of the largest d cG / d log P"),
+    "slope": ("1", "the largest d cG / d log P of the Level-1 MAP's path (its parabola's top)"),
+    "path_P": ("sequences", "the P at which the crossover search computed the MAP (nan: unused)"),
+    "path_cG": ("1", "the Level-1 MAP's Z2-folded cG at path_P"),
     "action": ("nats / chi", "the Level-1 action at the minimum reached from the start"),
     "train_loss": ("1", "train loss per token of the minimum, the readout profiled out"),
     "loss_unigram": ("1", "exact expected loss of the stationary law (no token seen)"),

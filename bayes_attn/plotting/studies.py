@@ -274,7 +274,8 @@ def linear_profiles(panels):
 # --------------------------------------------------------------------------------------------------
 # P* with structured tokens (docs/scripts/tokens_study.py)
 
-_TOKENS_LABEL = {"linear": "linear: second-order P*", "softmax": "softmax: equal-action P*"}
+_TOKENS_LABEL = {"linear": "linear: second-order P*", "softmax": "softmax: equal-action P*",
+                 "crossover": "linear: crossover, max dĉG/dlog P"}  # fmt: skip
 
 
 def pstar_per_x(ds, act):
@@ -296,7 +297,7 @@ def pstar_per_x(ds, act):
 def _tokens_label(ds, act, width) -> str:
     """The legend of one file's curve: softmax points where the search met one minimum only
     (``ds.crossover``) are where the MAP's aG passes ``aG_split``, not an equal-action P*."""
-    label = _TOKENS_LABEL[act]
+    label = _TOKENS_LABEL["crossover" if ds.attrs.get("measure") == "crossover" else act]
     if act == "softmax" and "crossover" in ds:
         ran = np.isfinite(ds.pstar.sel(activation=act).values)
         cross = ds.crossover.sel(activation=act).values[ran]
@@ -320,30 +321,32 @@ def _tokens_file(ax, ds, level2, fam):
         xs = ds.x.broadcast_like(p).transpose(*p.dims).values
         jitter = 1.0 + 0.04 * (np.random.default_rng(0).random(p.shape) - 0.5)
         xj = xs * jitter if fam == "markov" else xs + 0.03 * (jitter - 1.0) * 25
-        mark = "s" if width else "o"
+        what = "crossover" if ds.attrs.get("measure") == "crossover" else act
+        mark = "s" if width else ("D" if what == "crossover" else "o")
         ax.scatter(xj.ravel(), p.values.ravel(), s=10, color=color, alpha=0.45, marker=mark,
                    lw=0)  # fmt: skip
         rows = pstar_per_x(ds, act)
         label = _tokens_label(ds, act, width)
         ax.plot([r[0] for r in rows], [r[1] for r in rows], color=color, marker=mark,
                 ls="-." if width else "-", label=label,
-                mfc="white" if "one minimum" in label else color)  # fmt: skip
-        pts = [(x, level2[act, spec]) for spec, x in zip(ds.source.values, ds.x.values,
-               strict=True) if np.isfinite(level2.get((act, spec), np.nan))]  # fmt: skip
+                mfc="white" if "one minimum" in label or mark == "D" else color)  # fmt: skip
+        pts = [(x, level2[what, spec]) for spec, x in zip(ds.source.values, ds.x.values,
+               strict=True) if np.isfinite(level2.get((what, spec), np.nan))]  # fmt: skip
         if pts and not width:
             xs2, ys2 = np.array(pts).T
             ax.scatter(xs2, ys2, marker="x", s=22, color=color, lw=0.9)
             ux = np.unique(xs2)
             ax.plot(ux, [ys2[xs2 == u].mean() for u in ux], color=color, ls="--", lw=1,
-                    label=f"Level 2, these tokens ({act})")  # fmt: skip
+                    label=f"Level 2, these tokens ({what})")  # fmt: skip
 
 
 def _join_files(ax, files):
     """A thin line through the means of files split by source (a chain's α per file), per
-    activation and width, so that P*(α) reads as one curve."""
+    activation, width and measure, so that P*(α) reads as one curve."""
     for k, act in enumerate(("linear", "softmax")):
-        for width in {ds.attrs.get("gram_width", 0) for ds in files}:
-            rows = sorted(r[:2] for ds in files if ds.attrs.get("gram_width", 0) == width
+        for kind in {(ds.attrs.get("gram_width", 0), ds.attrs.get("measure")) for ds in files}:
+            rows = sorted(r[:2] for ds in files
+                          if (ds.attrs.get("gram_width", 0), ds.attrs.get("measure")) == kind
                           and act in ds.activation.values for r in pstar_per_x(ds, act)
                           if np.isfinite(r[1]))  # fmt: skip
             if len({r[0] for r in rows}) > 1:
@@ -367,6 +370,9 @@ def tokens_pstar(files, reference, task, hyper, level2=None):
         for k, act in enumerate(("linear", "softmax")):
             ax.axhline(reference[act], color=f"C{k}", lw=0.8, ls=":",
                        label=f"Level 2, uniform tokens ({act})")  # fmt: skip
+        if any(ds.attrs.get("measure") == "crossover" for ds in files) and "crossover" in reference:
+            ax.axhline(reference["crossover"], color="C0", lw=0.8, ls=(0, (1, 4)),
+                       label="Level 2, uniform tokens (crossover)")  # fmt: skip
         ax.set_yscale("log")
         if fam == "markov":
             ax.set_xscale("log")

@@ -10,29 +10,45 @@ patterns):
 
 Prints the table of seed means and writes docs/figures/induction/order_parameters.png and
 docs/figures/induction/patterns.png. Only reads the files (points not yet done are left out).
+Several study files (one config's sweep run per activation, ``--activation softmax`` and
+``--activation linear`` with their own ``--out``) are read together: each activation from the
+file that has the most of its points done.
 """
 
 from pathlib import Path
 
 from _study import arguments, open_study, save
 
-from bayes_attn.analysis.induction_tables import ACTIVATIONS, study_table
+from bayes_attn.analysis.induction_tables import ACTIVATIONS, fold_linear, study_table
+from bayes_attn.io import concat_disjoint
 from bayes_attn.plotting.plots import induction_across_P, induction_patterns
 
 
 def main():
     ap = arguments(__doc__)
-    ap.add_argument("path")
+    ap.add_argument("paths", nargs="+", help="the sweep file(s) of configs/induction_study.toml")
     ap.add_argument("--maps", default=None, help="the sweep file of configs/induction_maps.toml")
     ap.add_argument("--out", default="docs/figures/induction")
     args = ap.parse_args()
-    ds = open_study(args.path, keep=("seed",))  # an activation not in the file: not yet done
-    ds = ds.reindex(activation=list(ACTIVATIONS), fill_value={"done": False})
-    mp = open_study(args.maps, keep=("seed",)) if args.maps else None
+    ds = fold_linear(_per_activation([open_study(p, keep=("seed",)) for p in args.paths]))
+    mp = fold_linear(open_study(args.maps, keep=("seed",))) if args.maps else None
     print(study_table(ds))
     save(induction_across_P(ds, mp), Path(args.out) / "order_parameters.png", dpi=90)
     if mp is not None:
         save(induction_patterns(mp), Path(args.out) / "patterns.png", dpi=90)
+
+
+def _per_activation(files):
+    """One dataset over ACTIVATIONS: each activation's slice from the file with most points done
+    (an activation in no file: not yet done)."""
+    best = {}
+    for ds in files:
+        for act in ds.activation.values:
+            one = ds.sel(activation=[act])
+            if act not in best or int(one.done.sum()) > int(best[act].done.sum()):
+                best[act] = one
+    ds = concat_disjoint(list(best.values()), "activation")
+    return ds.reindex(activation=list(ACTIVATIONS), fill_value={"done": False})
 
 
 if __name__ == "__main__":

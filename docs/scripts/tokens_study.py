@@ -5,6 +5,9 @@ of the ``tokens`` sweeps (bayes_attn.experiments.tokens_study; it only reads the
   ``--option gram_width=10000``): P* per source and dataset, tabulated (mean ± sd over datasets;
   for the chains, over the five chains of each alpha, with their range) beside Level 2 for
   uniform tokens, and drawn as P*(s) and P*(alpha) in ``docs/figures/tokens/pstar_tokens.png``;
+- ``measure = "crossover"`` files (``tokens_crossover.toml``): the Level-1 MAP's linear crossover
+  (max d cG / d log P) per source and dataset, a column of the same table and open diamonds in
+  the figure;
 - ``measure = "competitor"`` files (``tokens_competitor.toml``): per P, which start's minimum is
   the global Level-1 MAP (uniform, copy, diagonal), its attention on the previous (copy) and the
   current (token-only) position and its train loss, beside the exact losses of the token-only
@@ -15,9 +18,9 @@ of the ``tokens`` sweeps (bayes_attn.experiments.tokens_study; it only reads the
     bayes-attn sweep --config bayes_attn/configs/tokens_competitor.toml --out docs/figures/tokens/tokens_competitor.nc
     python docs/scripts/tokens_study.py docs/figures/tokens/tokens_*.nc --level2 [--figure=PATH]
 
-``--level2`` adds Level 2 where it holds (``bayes_attn.theory.structured``: both transitions of the
-i.i.d. sources, the linear point of the chains; a few minutes), ``--level2-chains`` the chains'
-softmax point too (minutes per chain).
+``--level2`` adds Level 2 where it holds (``bayes_attn.theory.structured``: both transitions and
+the linear crossover of the i.i.d. sources, the linear point of the chains; a few minutes),
+``--level2-chains`` the chains' softmax point and linear crossover too (minutes per chain).
 """
 
 import sys
@@ -55,6 +58,9 @@ def read(path):
         ds["crossover"] = (ds.aG_hi - ds.aG_lo) < 1.0  # (the 1.0 that splits two minima)
     if "start" in ds.dims:
         ds = ds.assign_coords(start=STARTS)
+    if "path_cG" in ds:  # the crossover measure: its P drawn and tabulated as a "pstar"
+        ds = ds.rename(crossover="pstar")
+    ds.attrs["measure"] = options(ds).get("measure", "pstar")
     return ds
 
 
@@ -62,14 +68,36 @@ def level2_uniform(ds) -> dict:
     """Level 2's P* of both transitions for uniform tokens at the file's preset."""
     task, hyper = preset(ds)
     b = phase_boundaries(task.uniform(), hyper)
-    return {"linear": b.second_order, "softmax": b.first_order}
+    return {"linear": b.second_order, "softmax": b.first_order, "crossover": b.crossover}
+
+
+def level2_crossover_general(task, hyper, P_lo=100.0, P_hi=2000.0, n=21) -> float:
+    """Level 2's linear crossover of the token-independent closure (a global chain): the
+    minima of ``structured.general_path`` on n geometric P over [P_lo, P_hi], then on n more over
+    the steepest interval widened by one step each side, read by
+    :func:`bayes_attn.experiments.tokens_study.steepest_slope` (a parabola through the three
+    largest slopes). On uniform tokens it gives 443.11 (the (c1, cG) closure's exact 442.74); on
+    Zipf s = 1 455.27 (454.80): 0.1% high."""
+    from bayes_attn.experiments.tokens_study import steepest_slope
+    from bayes_attn.theory import structured
+
+    Ps = np.geomspace(P_lo, P_hi, n)
+    path = structured.general_path(task, hyper, Ps, "linear")
+    x = steepest_slope(Ps, path["cG"])
+    step = (P_hi / P_lo) ** (1 / (n - 1))
+    fine = np.geomspace(x["lo"] / step, x["hi"] * step, n)
+    k = int(np.argmin(np.abs(np.log(Ps / fine[0]))))
+    path = structured.general_path(task, hyper, fine, "linear", K0=path["K"][k])
+    return steepest_slope(fine, path["cG"])["crossover"]
 
 
 def level2(ds, softmax_chains: bool = False) -> dict:
-    """Level 2 where it holds (bayes_attn.theory.structured): ``{(activation, spec): P*}``. I.i.d.
-    sources: both transitions (the (c1, cG) closure); global chains: the linear second-order point
-    of the token-independent closure (``second_order_general``) and, with ``softmax_chains``, its
-    equal-action point (``general_first_order`` on P in [100, 1000]; minutes per chain)."""
+    """Level 2 where it holds (bayes_attn.theory.structured): ``{(activation, spec): P*}``, the
+    linear crossover under the key "crossover". I.i.d. sources: both transitions and the
+    crossover (the (c1, cG) closure); global chains: the linear second-order point of the
+    token-independent closure (``second_order_general``) and, with ``softmax_chains``, its
+    equal-action point (``general_first_order`` on P in [100, 1000]) and its crossover
+    (:func:`level2_crossover_general`; minutes per chain)."""
     from bayes_attn.task import CopyTask
     from bayes_attn.theory import structured
 
@@ -82,9 +110,11 @@ def level2(ds, softmax_chains: bool = False) -> dict:
             if softmax_chains:
                 r = structured.general_first_order(task, hyper, 100.0, 1000.0)
                 out["softmax", spec] = r["first_order"]
+                out["crossover", spec] = level2_crossover_general(task, hyper)
         else:
             b = structured.phase_boundaries(task, hyper)
             out["linear", spec], out["softmax", spec] = b.second_order, b.first_order
+            out["crossover", spec] = b.crossover
     return out
 
 
@@ -99,11 +129,12 @@ def _level2_cell(l2, ds, act, x) -> str:
 def pstar_table(files, l2s=None) -> str:
     ds0 = files[0]
     ref = level2_uniform(ds0)
-    lines = [f"Level 2, uniform tokens: linear second-order P* {ref['linear']:.2f}, softmax "
-             f"equal-action P* {ref['softmax']:.2f}",
-             "| source | level | n | linear P* (mean ± sd; range) | softmax P* (mean ± sd; range) "
-             "| Level 2 linear | Level 2 softmax |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [f"Level 2, uniform tokens: linear second-order P* {ref['linear']:.2f}, crossover "
+             f"{ref['crossover']:.1f}, softmax equal-action P* {ref['softmax']:.2f}",
+             "| source | level | n | linear P* (mean ± sd; range) | linear crossover (mean ± sd; "
+             "range) | softmax P* (mean ± sd; range) | Level 2 linear | Level 2 crossover "
+             "| Level 2 softmax |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for j, ds in enumerate(files):
         l2 = (l2s or {}).get(j, {})
         width = ds.attrs["gram_width"]
@@ -111,20 +142,21 @@ def pstar_table(files, l2s=None) -> str:
         fam = str(ds.family.values[0])
         name = "Zipf s" if fam == "zipf" else "chain α"
         cells = {}
+        cross = ds.attrs["measure"] == "crossover"
         for act in ("linear", "softmax"):
             if act in ds.activation.values:
-                cells[act] = {r[0]: r for r in pstar_per_x(ds, act)}
+                cells["crossover" if cross else act] = {r[0]: r for r in pstar_per_x(ds, act)}
         for x in np.unique(ds.x.values):
             row = [f"{name} = {x:g}", level]
             n = max((c[x][5] for c in cells.values()), default=0)
             row.append(str(n))
-            for act in ("linear", "softmax"):
+            for act in ("linear", "crossover", "softmax"):
                 if act not in cells or not np.isfinite(cells[act][x][1]):
                     row.append("–")
                     continue
                 _, m, sd, lo, hi, _ = cells[act][x]
                 row.append(f"{m:.1f} ± {sd:.1f}; {lo:.1f} – {hi:.1f}")
-            row += [_level2_cell(l2, ds, act, x) for act in ("linear", "softmax")]
+            row += [_level2_cell(l2, ds, act, x) for act in ("linear", "crossover", "softmax")]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -178,10 +210,11 @@ if __name__ == "__main__":
         ds = read(path)
         (pstar if "pstar" in ds else other).append(ds)
     if pstar:
-        l2s = {}
-        if flags:
-            l2s = {j: level2(ds, "--level2-chains" in flags) for j, ds in enumerate(pstar)
-                   if not ds.attrs["gram_width"]}  # fmt: skip
+        l2s, done = {}, {}  # done: Level 2 of a list of sources, computed once
+        for j, ds in enumerate(pstar):
+            key = tuple(ds.source.values)
+            if flags and not ds.attrs["gram_width"]:
+                l2s[j] = done[key] = done.get(key) or level2(ds, "--level2-chains" in flags)
         print(pstar_table(pstar, l2s))
         figure(pstar, out, l2s)
     for ds in other:
