@@ -34,7 +34,6 @@ from bayes_attn.experiments.induction_symmetry import (
 
 __all__ = [
     "CLOSURE_DEFAULTS",
-    "DESCRIPTIONS",
     "FAMILIES",
     "check_closure",
     "closure_point",
@@ -83,24 +82,6 @@ CLOSURE_DEFAULTS = {
     "sym_maxiter": 3000,
     "maps": "",
     "map_maxiter": 300,
-}
-
-#: the variables an ``induction_closure`` sweep writes (dim ``family``: the option ``families``)
-DESCRIPTIONS = {
-    "U_map": ("nats", "potential of the study's MAP (the lower of its two starts)"),
-    "map_from_file": ("1", "the MAP was read from the maps file (else recomputed), 1 or 0"),
-    "U_family": ("nats", "the exact potential minimised over the family (P = N)"),
-    "family_size": ("1", "the family's number of coordinates"),
-    "family_starts": ("1", "L-BFGS starts (zero, previous optimum, MAP's projection)"),
-    "copy1_family": ("1", "layer 1's copy score at the family's minimum, on the training set"),
-    "excess_family": ("1", "layer 2's induction2_excess at the family's minimum, training set"),
-    "family_seconds": ("s", "wall time of the family's minimisation"),
-    "U_sym_start": ("nats", "potential at the symmetrised MAP"),
-    "U_sym": ("nats", "the potential minimised over the token-symmetric forms (nan: not run)"),
-    "sym_grad_norm": ("1", "norm of the symmetric gradient at that minimum"),
-    "sym_steps": ("1", "L-BFGS steps of the symmetric minimum"),
-    "off_symmetric1": ("1", "share of |M1|^2 off the token-symmetric forms at the MAP"),
-    "off_symmetric2": ("1", "share of |M2|^2 off the token-symmetric forms at the MAP"),
 }
 
 

@@ -274,29 +274,10 @@ SYMMETRY_DEFAULTS = {
     "map_maxiter": 300,
 }
 
-#: the variables an ``induction_symmetry`` sweep writes (dims ``run``, ``other``: the option
-#: ``runs``; ``eigen``: the ``hessian`` lowest eigenvalues)
-DESCRIPTIONS = {
-    "U": ("nats", "potential at the run's mode (on its data)"),
-    "converged": ("1", "the run's search met its gradient tolerance, 1 or 0"),
-    "grad_norm": ("1", "|grad U| at the run's mode (floor: the symmetric gradient)"),
-    "off_symmetric1": ("1", "share of |M1|^2 off the token-symmetric forms at the run's mode"),
-    "off_symmetric2": ("1", "share of |M2|^2 off the token-symmetric forms at the run's mode"),
-    "perm_dU": ("nats", "max over token relabellings p of |U(p(M)) - U(M)| at the run's mode"),
-    "P_data": ("sequences", "the run's dataset size (sym: V! ceil(P / V!))"),
-    "distance": ("1", "|M_run - M_other| / |M_run|, both layers (nan: other data)"),
-    "distance_relabelled": ("1", "the least such distance over relabellings of M_other"),
-    "distance_map": ("1", "|M_run - M_MAP| / |M_run| to the study's MAP (real data; else nan)"),
-    "U_map": ("nats", "potential of the study's MAP on the real dataset"),
-    "map_from_file": ("1", "the study's MAP was read from the maps file (else recomputed)"),
-    "hessian_low": ("1", "lowest eigenvalues of the Hessian on the asymmetric forms, sym:floor"),
-    "hessian_high": ("1", "largest eigenvalue of that block"),
-    "asymmetric_dim": ("1", "dimension of the token-asymmetric forms"),
-    "M1": ("1", "layer 1's form at the run's mode (n x n)"),
-    "M2": ("1", "layer 2's form at the run's mode (2n x 2n)"),
-    "seconds": ("s", "wall time of the run"),
-    "hessian_seconds": ("s", "wall time of the Hessian"),
-}
+#: the variables an ``induction_symmetry`` sweep writes whose meaning here differs from the one
+#: table, :data:`bayes_attn.experiments.kinds.DESCRIPTIONS`, which describes the rest (dims ``run``,
+#: ``other``: the option ``runs``; ``eigen``: the ``hessian`` lowest eigenvalues)
+DESCRIPTIONS = {"grad_norm": ("1", "|grad U| at the run's mode (floor: the symmetric gradient)")}
 
 
 def check_symmetry(cfg, options: dict) -> dict:

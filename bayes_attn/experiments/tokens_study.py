@@ -550,16 +550,6 @@ def competitor_point(cfg, pt, task, hyper):
 #: the variables a ``tokens`` sweep writes whose meaning here differs from the one table,
 #: :data:`bayes_attn.experiments.kinds.DESCRIPTIONS` (which describes the rest)
 DESCRIPTIONS = {
-    "crossover": (
-        "sequences",
-        "linear: the Level-1 MAP's P of max d cG / d log P (nested datasets)",
-    ),
-    "crossover_lo": ("sequences", "lower end of the fine interval of the largest d cG / d log P"),
-    "crossover_hi": ("sequences", "upper end of the fine interval of the largest d cG / d log P"),
-    "slope": ("1", "the largest d cG / d log P of the Level-1 MAP's path (its parabola's top)"),
-    "path_P": ("sequences", "the P at which the crossover search computed the MAP (nan: unused)"),
-    "path_cG": ("1", "the Level-1 MAP's Z2-folded cG at path_P"),
-    "action": ("nats / chi", "the Level-1 action at the minimum reached from the start"),
     "train_loss": ("1", "train loss per token of the minimum, the readout profiled out"),
     "loss_unigram": ("1", "exact expected loss of the stationary law (no token seen)"),
 }
