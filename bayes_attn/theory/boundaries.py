@@ -77,7 +77,7 @@ def _origin_min_eig(P, sc: Scales):
 
 def second_order_numeric(sc: Scales) -> float:
     """The linear P* as the root of the smallest Hessian eigenvalue at the origin (no closed form used)."""
-    f = lambda logP: float(_origin_min_eig(jnp.exp(logP), sc))  # noqa: E731
+    f = lambda logP: float(_origin_min_eig(jnp.exp(jnp.float64(logP)), sc))  # noqa: E731
     lo, hi = 0.0, 1.0
     while f(hi) > 0:
         lo, hi = hi, hi + 2.0
@@ -87,15 +87,24 @@ def second_order_numeric(sc: Scales) -> float:
 
 
 @jax.jit
+def _linear_point(logP, c0, sc: Scales):
+    """A linear minimum at log P by warm-started Newton from ``c0``: (c, dc/dlogP, Z2 sign).
+
+    One program serves the grid of :func:`crossover` (a loop of warm starts, 0.1 s for 400 P) and
+    its refinements, where a scan over the grid was a second program of its own."""
+    P = jnp.exp(logP)
+    c = _newton.minimise(lambda x: action_linear(x, P, sc), c0, 15)
+    return c, _dc_dlogP(c, P, sc), algebra.z2_sign(c[0], c[1])
+
+
 def _linear_track(logPs, c0, sc: Scales):
-    """Follow a linear minimum along log P by warm-started Newton; returns c(P) and dc/dlogP."""
-
-    def body(c, logP):
-        P = jnp.exp(logP)
-        c = _newton.minimise(lambda x: action_linear(x, P, sc), c, 15)
-        return c, (c, _dc_dlogP(c, P, sc))
-
-    return jax.lax.scan(body, c0, logPs)[1]
+    """Follow a linear minimum along log P by warm-started Newton; returns c(P), dc/dlogP and the
+    Z2 sign of c(P) (numpy, one row per P)."""
+    rows, c = [], jnp.asarray(c0, dtype=jnp.float64)
+    for lp in np.asarray(logPs, dtype=float):
+        c, dc, sign = _linear_point(jnp.float64(lp), c, sc)
+        rows.append((c, dc, sign))
+    return tuple(np.stack([np.asarray(r[i]) for r in rows]) for i in range(3))
 
 
 def _dc_dlogP(c, P, sc: Scales):
@@ -119,14 +128,13 @@ def crossover(
     """
     P_star = P_star or second_order_numeric(sc)
     grid = math.log(P_star) + np.linspace(0.01, math.log(span), n)
-    c, dc = (np.asarray(a) for a in _linear_track(jnp.asarray(grid), jnp.array([1e-3, 0.0]), sc))
-    flip = np.asarray(algebra.z2_sign(c[:, 0], c[:, 1]))[:, None]  # the package's Z2 image
+    c, dc, flip = _linear_track(grid, np.array([1e-3, 0.0]), sc)
+    flip = flip[:, None]  # the package's Z2 image
     c, dc = c * flip, dc * flip
 
     def at(lp):  # (c1, cG, dc1/dlogP, dcG/dlogP) at log P, warm-started from the grid
         k = int(np.clip(np.searchsorted(grid, lp), 0, n - 1))
-        ck, dk = (np.asarray(a)[0] for a in _linear_track(jnp.asarray([lp]), jnp.asarray(c[k]), sc))
-        f = float(algebra.z2_sign(ck[0], ck[1]))
+        ck, dk, f = (a[0] for a in _linear_track([lp], c[k], sc))
         return np.concatenate([ck * f, dk * f])
 
     def root(y, g):  # first downward zero crossing of the grid values y, refined on g
@@ -217,15 +225,14 @@ def _spinodal(sc: Scales, P_one: float, P_two: float, strong_side: bool, ev=None
     return P_two
 
 
-@jax.jit
 def _counts_and_global(Ps, sc: Scales):
-    """(number of softmax minima, the global minimum's cG) at each P of ``Ps``."""
-
-    def at(P):
-        x, s, valid = softmax_grid_minima(P, sc)
-        return jnp.sum(valid), x[jnp.argmin(jnp.where(valid, s, jnp.inf))]
-
-    return jax.vmap(at)(Ps)
+    """(number of softmax minima, the global minimum's cG) at each P of ``Ps``: the one-P program
+    :func:`softmax_grid_minima` in a loop (0.1 s for 300 P), not a vmapped program of its own,
+    whose compile (8-9 s on a quiet core, minutes on a loaded one) every process paid once before
+    its first Level-1 start (``phase_split.phase_starts`` asks for the spinodals); same counts."""
+    rows = [_DIRECT.minima(P, sc) for P in np.asarray(Ps, dtype=float)]
+    x, s, valid = (np.stack([r[i] for r in rows]) for i in range(3))
+    return valid.sum(axis=1), x[np.arange(len(rows)), np.argmin(np.where(valid, s, np.inf), axis=1)]
 
 
 def coexistence_scan(sc: Scales, P_scale: float, n: int = 300, zooms: int = 3, ev=None):
@@ -304,7 +311,7 @@ class _Direct:
     minima = staticmethod(
         lambda P, sc: tuple(np.asarray(a) for a in softmax_grid_minima(jnp.float64(P), sc))
     )
-    counts = staticmethod(lambda Ps, sc: tuple(np.asarray(a) for a in _counts_and_global(Ps, sc)))
+    counts = staticmethod(lambda Ps, sc: _counts_and_global(Ps, sc))
     fold = staticmethod(lambda z, sc: np.asarray(_fold(jnp.asarray(z), sc)))
 
 

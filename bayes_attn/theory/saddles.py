@@ -58,26 +58,50 @@ def starts(activation: str, P, sc: Scales) -> jax.Array:
     return jnp.stack(jnp.broadcast_arrays(c1, cG), axis=-1).reshape(-1, 2)
 
 
+def _schedule():
+    """The Newton steps of :func:`candidates` as one sequence: for each step, the index into the
+    ladder of P of the three groups of starts (direct at P, up from P / _SPAN, down from _SPAN P;
+    index -1 is P itself) and whether the group moves. Numpy: nothing is computed at import."""
+    stages = [(40, (-1, 0, 0), (True, True, True))]  # each group's starts, at its first P
+    stages += [(10, (-1, j, j), (False, True, True)) for j in range(1, _LEVELS + 1)]  # continuation
+    stages += [(30, (-1, -1, -1), (True, True, True))]  # every endpoint polished at P
+    idx = np.concatenate([np.tile(i, (n, 1)) for n, i, _ in stages])
+    moves = np.concatenate([np.tile(m, (n, 1)) for n, _, m in stages])
+    return idx, moves
+
+
+_STEP_P, _STEP_MOVES = _schedule()
+
+
 @functools.partial(jax.jit, static_argnames=("activation",))
 def candidates(activation: str, P, sc: Scales):
     """Endpoints of all multi-start and continuation runs at P, with their diagnostics.
 
+    Three groups of starts (:func:`starts`) are minimised: at P (40 damped Newton steps); at
+    P / 16, carried up to P in 12 geometric levels (40 steps, then 10 per level); at 16 P, carried
+    down likewise; then every endpoint takes 30 steps at P. The groups run in lockstep through one
+    scan over the step sequence, a group that waits keeping its points, so the program holds one
+    Newton step, not one per stage (a sixth of the tracing and compiling).
+
     Returns ``(points, action, grad_norm, min_eig)``; jittable and vmappable over P and ``sc``.
     """
     f = objective(activation)
-
-    def run_path(Ps):
-        x0 = _newton.minimise_many(lambda c: f(c, Ps[0], sc), starts(activation, Ps[0], sc), 40)
-
-        def body(x, Pk):
-            return _newton.minimise_many(lambda c: f(c, Pk, sc), x, 10), None
-
-        return jax.lax.scan(body, x0, Ps[1:])[0]
-
     ladder = _SPAN ** jnp.linspace(-1.0, 0.0, _LEVELS + 1)
-    direct = _newton.minimise_many(lambda c: f(c, P, sc), starts(activation, P, sc), 40)
-    pts = jnp.concatenate([direct, run_path(P * ladder), run_path(P / ladder)])
-    pts = _newton.minimise_many(lambda c: f(c, P, sc), pts, 30)
+    table = jnp.stack(
+        [jnp.full(_LEVELS + 2, P), jnp.append(P * ladder, P), jnp.append(P / ladder, P)]
+    )
+    group_P = table[jnp.arange(3)[None, :], _STEP_P]  # (steps, 3)
+    x0 = jnp.stack([starts(activation, Pg, sc) for Pg in (P, P * ladder[0], P / ladder[0])])
+
+    def step_group(x, Pg, moves):
+        new = jax.vmap(lambda c: _newton.newton_step(lambda y: f(y, Pg, sc), c))(x)
+        return jnp.where(moves, new, x)
+
+    def body(x, step):
+        return jax.vmap(step_group)(x, *step), None
+
+    x = jax.lax.scan(body, x0, (group_P, jnp.asarray(_STEP_MOVES)))[0]
+    pts = x.reshape(-1, x.shape[-1])
     gnorm, lam, _ = jax.vmap(lambda c: _newton.stationarity(lambda x: f(x, P, sc), c))(pts)
     return pts, jax.vmap(lambda c: f(c, P, sc))(pts), gnorm, lam
 
@@ -202,20 +226,28 @@ def minima_at(activation: str, P, sc, chi) -> list:
     return [_make_saddle(activation, P, c, sc, chi) for c in kept]
 
 
-def _make_saddle(activation, P, c, sc: Scales, chi) -> Saddle:
+@functools.partial(jax.jit, static_argnames=("activation",))
+def _saddle_numbers(activation, c, P, sc: Scales):
+    """(s, Hessian, a1, aG, loss) at a minimum ``c``: one program per activation (and scales'
+    type), not an eager Hessian that re-traces and dispatches op by op at every saddle."""
     f = objective(activation)
-    cj = jnp.asarray(c)
-    s = float(f(cj, P, sc))
-    H = np.asarray(jax.hessian(lambda x: f(x, P, sc))(cj))
+    s = f(c, P, sc)
+    H = jax.hessian(lambda x: f(x, P, sc))(c)
+    if activation == "linear":
+        return s, H, jnp.nan, jnp.nan, loss_per_token(c[0], c[1], P, sc)
+    a1, aG = algebra.softmax_order(c[0], sc.L)
+    return s, H, a1, aG, loss_per_token(a1, aG, P, sc)
+
+
+def _make_saddle(activation, P, c, sc: Scales, chi) -> Saddle:
+    s, H, a1j, aGj, loss = _saddle_numbers(activation, jnp.asarray(c), jnp.float64(P), sc)
+    s, H = float(s), np.asarray(H)
     if activation == "linear":
         mult = 1 if np.allclose(c, 0.0, atol=1e-10) else 2
         c1, cG, a1, aG = float(c[0]), float(c[1]), None, None
-        loss = loss_per_token(c[0], c[1], P, sc)
     else:
         mult = 1
-        a1j, aGj = algebra.softmax_order(cj[0], sc.L)
         c1, cG, a1, aG = None, float(c[0]), float(a1j), float(aGj)
-        loss = loss_per_token(a1j, aGj, P, sc)
     logw = -chi * s - 0.5 * np.linalg.slogdet(chi * H / (2 * np.pi))[1] + np.log(mult)
     return Saddle(activation, P, c1, cG, aG, a1, s, H, float(logw), mult, float(loss))
 
