@@ -118,6 +118,10 @@ def test_symmetrise_is_the_projection_on_symmetric_forms(V=3):
     assert perm_distance((M1, M2), relabel_forms(M1, M2, p, V), V, identity=True)[0] > 0.1
 
 
+# slow (30 s in the default run: the dense Hessian of the model's potential compiles); the kind's
+# eigenvalues at P = 1000 and 2000 equal the former benchmark's (docs/validation.md, "Is the
+# symmetry breaking spontaneous?"), an independent check at the study's size
+@pytest.mark.slow
 def test_asymmetric_hessian_is_the_dense_hessian_projected(V=2):
     """At a token-symmetric point of a relabelling-closed dataset, the blocked potential's
     Hessian on the asymmetric forms (exact products) has the eigenvalues of the model's dense

@@ -71,6 +71,10 @@ SLOW = {
     "coexistence_modes.toml",
     "coexistence_occupancy.toml",
     "landscape_linear.toml",
+    # 12.6 s in the default run of 2026-12-07; its kind's options are checked by
+    # test_induction_symmetry.py's bad-option cases and its pieces (relabelling, symmetrising)
+    # there, and induction_closure.toml (default) runs the same script end to end
+    "induction_symmetry.toml",
 }
 
 #: the drawing script that reads a quick config's file (run on it as the docs run it)
