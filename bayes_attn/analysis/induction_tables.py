@@ -1,17 +1,34 @@
 """The text tables of the induction-head studies in docs/validation.md, from their result files
-as ``docs/scripts/induction_figure.py`` and ``docs/scripts/induction_training.py`` read them: the
-seed means across P (:func:`study_table`) and Adam's plateau per P and token source
-(:func:`plateau_table`). Only reads what it is given (points not yet done are left out)."""
+as ``docs/scripts/induction_figure.py``, ``docs/scripts/induction_training.py`` and
+``docs/scripts/induction_tables.py`` read them: the seed means across P (:func:`study_table`),
+Adam's plateau per P and token source (:func:`plateau_table`), the LLC along training
+(:func:`training_llc_table`), the extended families against the MAP (:func:`closure_table`) and
+the symmetry test (:func:`symmetry_table`). Only reads what it is given (points not yet done are
+left out)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ACTIVATIONS", "SOURCES", "done_points", "fold_linear", "plateau_table", "study_table"]
+__all__ = [
+    "ACTIVATIONS",
+    "SAME_MODE",
+    "SOURCES",
+    "closure_table",
+    "done_points",
+    "fold_linear",
+    "llc_snapshots",
+    "plateau_table",
+    "study_table",
+    "symmetry_table",
+    "training_llc_table",
+]
 
 ACTIVATIONS = ("softmax", "linear")
 #: the training study's token sources, by its ``doubly_stochastic`` value: (label, colour)
 SOURCES = {0: ("i.i.d. Dirichlet rows", "C0"), 1: ("doubly stochastic", "C3")}
+#: runs closer than this (relative distance of the forms) are one mode (:func:`symmetry_table`)
+SAME_MODE = 1e-5
 
 
 def done_points(ds, act):
@@ -70,3 +87,159 @@ def plateau_table(ds) -> str:
             lines.append(f"{int(P):<6} {SOURCES[int(k)][0]:<21} {' '.join(cells)}  "
                          f"{jumped}/{one.sizes.get('seed', 1)}")  # fmt: skip
     return "\n".join(lines)
+
+
+def llc_snapshots(ds):
+    """The training curves of the first P, seed and source of ``ds`` (an ``induction_training``
+    file with ``llc_every``), and the mask of the records that have an LLC."""
+    one = ds.isel({d: 0 for d in ("P", "seed", "doubly_stochastic") if d in ds.dims})
+    return one, np.isfinite(one.llc.values)
+
+
+def training_llc_table(ds) -> str:
+    """λ̂ ± MCSE, R-hat, |∇L_n(w(t))|, the held-out loss and both layers' scores per snapshot
+    (:func:`llc_snapshots`), then the held-out reference losses and the jump step."""
+    one, has = llc_snapshots(ds)
+    lines = ["step   test_loss  copy1  induction2_excess  llc ± mcse          rhat   |grad L_n|"]
+    for i in np.flatnonzero(has):
+        lines.append(
+            f"{one.train_step.values[i]:5.0f}  {one.test_loss.values[i]:.4f}     "
+            f"{one.copy1.values[i]:5.2f}  {one.induction2_excess.values[i]:17.3f}  "
+            f"{one.llc.values[i]:8.2f} ± {one.llc_mcse.values[i]:6.2f}  "
+            f"{one.llc_rhat.values[i]:5.2f}  {one.llc_grad_norm.values[i]:8.3f}"
+        )
+    refs = ", ".join(f"{k} {float(one[k]):.4f}" for k in ("loss_bigram", "loss_unigram"))
+    return "\n".join([*lines, f"held-out references: {refs}; jump_step {float(one.jump_step)}"])
+
+
+def _labels(ds, dim, option):
+    """The names along ``dim`` of a sweep file: its coordinate, which the caller sets from the
+    sweep's option (``ds.assign_coords({dim: options(ds)[option]})``)."""
+    if dim not in ds.coords:
+        raise ValueError(f"ds: the {dim!r} axis needs its names as a coordinate (the sweep's "
+                         f"option {option!r}: bayes_attn.experiments.results.options)")  # fmt: skip
+    return [str(v) for v in ds[dim].values]
+
+
+def _points(ds):
+    """The finished grid points of ``ds``: ``(activation, P, seed, Dataset at the point)``."""
+    for act in ds.activation.values:
+        for P in ds.P.values:
+            for seed in ds.seed.values:
+                one = ds.sel(activation=act, P=P, seed=seed).isel(L=0, V=0)
+                if bool(one.done):
+                    yield str(act), int(P), int(seed), one
+
+
+def closure_table(*datasets) -> str:
+    """The table "Against the MAP" of each ``induction_closure`` sweep file (as
+    :func:`bayes_attn.experiments.sweep.load_sweep` reads it, its ``family`` axis named by the
+    option ``families``): U - U_MAP (nats) of each family and of the token-symmetric floor, then
+    the same against the floor, and each point's U_MAP, scores and timings."""
+    return "\n".join(line for ds in datasets for line in _closure_lines(ds))
+
+
+def _closure_lines(ds):
+    fams = _labels(ds, "family", "families")
+    rows = list(_points(ds))
+    yield "| activation | P | seed | " + " | ".join(f"`{f}`" for f in fams) + " | `sym` (floor) |"
+    yield "|---" * (4 + len(fams)) + "|"
+    for act, P, seed, one in rows:
+        gaps = one.U_family.values - float(one.U_map)
+        floor = float(one.U_sym) - float(one.U_map)
+        cells = [f"{g:.2f}" for g in gaps] + ["—" if np.isnan(floor) else f"{floor:.2f}"]
+        yield f"| {act} | {P} | {seed} | " + " | ".join(cells) + " |"
+    yield "\nagainst the floor (U_family - U_sym):"
+    for act, P, seed, one in rows:
+        rel = one.U_family.values - float(one.U_sym)
+        yield f"  {act} {P} {seed}: " + ", ".join(
+            f"{f} {r:.2f}" for f, r in zip(fams, rel, strict=True)
+        )
+    yield "\neach point:"
+    for act, P, seed, one in rows:
+        src = "maps file" if float(one.map_from_file) else "recomputed"
+        yield (f"  {act} {P} {seed}: U_MAP {float(one.U_map):.3f} ({src}); off-symmetric M1 "
+               f"{float(one.off_symmetric1):.3f} M2 {float(one.off_symmetric2):.3f}; symmetrised "
+               f"MAP {float(one.U_sym_start):.3f}, sym minimum {float(one.U_sym):.3f} "
+               f"(|grad| {float(one.sym_grad_norm):.1e}, {float(one.sym_steps):.0f} steps)")  # fmt: skip
+        for k, f in enumerate(fams):
+            yield (f"    {f:10s} {int(one.family_size[k]):4d} coordinates: U {float(one.U_family[k]):.3f}"
+                   f"  copy1 {float(one.copy1_family[k]):.3f}  excess "
+                   f"{float(one.excess_family[k]):.4f}  ({float(one.family_seconds[k]):.0f} s, "
+                   f"{int(one.family_starts[k])} starts)")  # fmt: skip
+
+
+def _modes(one, idx):
+    """The runs ``idx`` grouped into modes (as-is distance < SAME_MODE) and the number of
+    relabelling classes among them."""
+    groups = []
+    for i in idx:
+        for g in groups:
+            if one.distance.values[i, g[0]] < SAME_MODE:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    classes = []
+    for g in groups:
+        if not any(one.distance_relabelled.values[g[0], c[0]] < SAME_MODE for c in classes):
+            classes.append(g)
+    return groups, len(classes)
+
+
+def symmetry_table(*datasets) -> str:
+    """The table of "Is the symmetry breaking spontaneous?" over the ``induction_symmetry`` sweep
+    files ``datasets`` (as :func:`bayes_attn.experiments.sweep.load_sweep` reads them, each
+    ``run`` axis named by the option ``runs``, ``DATA:START``): each run's U, off-symmetric
+    shares, gradient and nearest run; then the modes found on each dataset (:data:`SAME_MODE`)
+    and the Hessian's lowest eigenvalues."""
+    rows = ["| data | P | P′ | seed | start | U | off-sym. M₁ / M₂ | |grad| | nearest |",
+            "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    notes = []
+    for ds in datasets:
+        runs = _labels(ds, "run", "runs")
+        for _act, P, seed, one in _points(ds):
+            rows += [_symmetry_row(one, runs, i, P, seed) for i in range(len(runs))]
+            notes += _symmetry_notes(one, runs, P, seed)
+    return "\n".join(rows) + "\n\n" + "\n".join(notes)
+
+
+def _symmetry_row(one, runs, i, P, seed):
+    data, start = runs[i].split(":")
+    d = one.distance.values[i]
+    dr = one.distance_relabelled.values[i]
+    near = "—"
+    if np.isfinite(d).any():
+        j = int(np.nanargmin(dr))
+        near = f"{runs[j].split(':')[1]}: {d[j]:.1e} as is, {dr[j]:.1e} relabelled"
+    if np.isfinite(float(one.distance_map[i])):
+        near += f"; study MAP {float(one.distance_map[i]):.1e}"
+    return (f"| {data} | {P} | {int(one.P_data[i])} | {seed} | {start} | "
+            f"{float(one.U[i]):.4f} | {float(one.off_symmetric1[i]):.3g} / "
+            f"{float(one.off_symmetric2[i]):.3g} | {float(one.grad_norm[i]):.1e} | {near} |")  # fmt: skip
+
+
+def _symmetry_notes(one, runs, P, seed):
+    notes = []
+    for data in ("real", "sym"):
+        idx = [i for i, r in enumerate(runs) if r.startswith(data + ":") and
+               not r.endswith(":floor")]  # fmt: skip
+        if not idx:
+            continue
+        groups, classes = _modes(one, idx)
+        U = [float(one.U[g[0]]) for g in groups]
+        line = (f"{data} P = {P} seed {seed}: {len(groups)} mode(s) from {len(idx)} "
+                f"starts, {classes} up to relabelling, lowest U {min(U):.4f}")  # fmt: skip
+        if f"{data}:floor" in runs:
+            k = runs.index(f"{data}:floor")
+            line += f"; the symmetric floor {float(one.U[k]) - min(U):.2f} nats above"
+        if data == "real":
+            line += f"; the study's U {float(one.U_map):.4f}"
+        line += f"; max |U(pM) - U(M)| {np.nanmax(one.perm_dU.values[idx]):.1e}"
+        notes.append(line)
+    if "hessian_low" in one:
+        lam = ", ".join(f"{v:.3f}" for v in one.hessian_low.values)
+        notes.append(f"P = {P} seed {seed}: Hessian at sym:floor on the asymmetric forms "
+                     f"({int(one.asymmetric_dim)} dims): lowest {lam}; largest "
+                     f"{float(one.hessian_high):.1f} ({float(one.hessian_seconds):.0f} s)")  # fmt: skip
+    return notes

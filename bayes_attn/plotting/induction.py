@@ -1,8 +1,8 @@
 """The figures of the induction-head studies in docs/validation.md, drawn from the result files
 that ``docs/scripts/induction_figure.py`` and ``docs/scripts/induction_training.py`` read: both
 layers' order parameters and the MAP's held-out loss against P (:func:`induction_across_P`), both
-layers' attention patterns at a few P (:func:`induction_patterns`) and Adam's training curves
-(:func:`induction_training`).
+layers' attention patterns at a few P (:func:`induction_patterns`), Adam's training curves
+(:func:`induction_training`) and the LLC along training (:func:`induction_training_llc`).
 
 Data in, matplotlib Figure out: nothing here computes theory or reads a file.
 """
@@ -14,7 +14,7 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 
-from bayes_attn.analysis.induction_tables import ACTIVATIONS, SOURCES, done_points
+from bayes_attn.analysis.induction_tables import ACTIVATIONS, SOURCES, done_points, llc_snapshots
 
 #: the reference losses of the study file: (variable, label, colour, line style)
 REFS = (("loss_bigram", "Bayes (Dirichlet bigram)", "k", "-."),
@@ -178,5 +178,38 @@ def induction_training(ds):
         row[2].set(title="order parameters (held-out)", xlabel="Adam step")
         for ax in row:
             ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def induction_training_llc(ds):
+    """The LLC along Adam's training (an ``induction_training`` file with ``llc_every``, its first
+    P, seed and source: :func:`~bayes_attn.analysis.induction_tables.llc_snapshots`): the
+    held-out loss (beside the unigram and bigram losses), both layers' scores, and λ̂(t) ± 2 MCSE
+    at the snapshots with |∇L_n(w(t))| on its own axis; one shared step axis, the jump dotted."""
+    one, has = llc_snapshots(ds)
+    step = one.train_step.values
+    fig, ax = plt.subplots(3, 1, figsize=(7, 8), sharex=True)
+    ax[0].plot(step, one.test_loss, "k-", lw=1, label="held-out loss")
+    for ref, ls in (("loss_unigram", "--"), ("loss_bigram", "-.")):
+        ax[0].axhline(float(one[ref]), color="grey", lw=0.8, ls=ls, label=ref[5:])
+    ax[0].set(ylabel="loss per target", title="Adam on the two-layer network")
+    ax[1].plot(step, one.copy1, "C0-", lw=1, label="copy1 (layer 1)")
+    ax[1].plot(step, 10 * one.induction2_excess, "C1-", lw=1, label="10 x induction2_excess")
+    ax[1].set(ylabel="order parameter")
+    s, llc, se = step[has], one.llc.values[has], one.llc_mcse.values[has]
+    ax[2].errorbar(s, llc, yerr=2 * se, fmt="o-", color="C3", ms=4, capsize=2,
+                   label="λ̂ at w(t) ± 2 MCSE")  # fmt: skip
+    ax[2].axhline(0, color="grey", lw=0.5)
+    ax[2].set(ylabel="λ̂ (SGLD at w(t))", xlabel="Adam step")
+    twin = ax[2].twinx()
+    twin.plot(s, one.llc_grad_norm.values[has], "s:", color="C7", ms=3, label="|∇L_n(w(t))|")
+    twin.set_ylabel("|∇L_n(w(t))|", color="C7")
+    jump = float(one.jump_step)
+    for a in ax:
+        if np.isfinite(jump):
+            a.axvline(jump, color="k", lw=0.6, ls=":")
+        a.legend(fontsize=7, loc="best")
+    twin.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig

@@ -17,7 +17,7 @@ face of the plots; the bodies live by concept, one import away:
   ``linear_profiles``, ``tokens_pstar``, ``pstar_scaling``, ``protocol_widths``,
   ``frozen_protocol``);
 * :mod:`bayes_attn.plotting.induction`: the induction-head study figures (``induction_across_P``,
-  ``induction_patterns``, ``induction_training``).
+  ``induction_patterns``, ``induction_training``, ``induction_training_llc``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from bayes_attn.plotting.induction import (
     induction_across_P,
     induction_patterns,
     induction_training,
+    induction_training_llc,
 )
 from bayes_attn.plotting.posteriors import (
     action_landscapes,
@@ -78,6 +79,7 @@ __all__ = [
     "induction_across_P",
     "induction_patterns",
     "induction_training",
+    "induction_training_llc",
     "landscape_profile",
     "llc_calibration",
     "order_parameter_transition",

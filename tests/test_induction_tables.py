@@ -1,0 +1,107 @@
+"""The induction-head tables and the LLC-along-training figure that docs/scripts/induction_tables.py
+and docs/scripts/induction_training.py print and draw (bayes_attn.analysis.induction_tables,
+bayes_attn.plotting.induction), from small synthetic files shaped as the sweeps write them."""
+
+import matplotlib
+import numpy as np
+import pytest
+import xarray as xr
+
+from bayes_attn.analysis.induction_tables import (
+    closure_table,
+    symmetry_table,
+    training_llc_table,
+)
+from bayes_attn.plotting import plots
+
+matplotlib.use("Agg")
+
+GRID = ("activation", "L", "V", "P", "seed")
+COORDS = {"activation": ["softmax"], "L": [4], "V": [2], "P": [10, 20], "seed": [0]}
+
+
+def _grid(ds, done, **names):
+    """``ds`` with the grid's ``done`` and each variable of ``names`` over the grid and its extra
+    axes (``name=(extra dims, values at a point)``)."""
+    shape = tuple(len(v) for v in COORDS.values())
+    ds["done"] = (GRID, np.reshape(done, shape))
+    for name, (dims, value) in names.items():
+        value = np.asarray(value, float)
+        ds[name] = (GRID + dims, np.broadcast_to(value, shape + value.shape).copy())
+    return ds
+
+
+def _closure(families=("a", "b")):
+    ds = xr.Dataset(coords={**COORDS, "family": list(families)})
+    scalars = {"U_map": 1.0, "U_sym": 3.5, "map_from_file": 1.0, "off_symmetric1": 0.1,
+               "off_symmetric2": 0.2, "U_sym_start": 4.0, "sym_grad_norm": 1e-9, "sym_steps": 50}  # fmt: skip
+    fam = {"U_family": [2.0, 1.25], "family_size": [3, 7], "copy1_family": [0.5, 0.6],
+           "excess_family": [0.01, 0.02], "family_seconds": [2, 3], "family_starts": [1, 2]}  # fmt: skip
+    return _grid(ds, [True, False], **{k: ((), v) for k, v in scalars.items()},
+                 **{k: (("family",), v) for k, v in fam.items()})  # fmt: skip
+
+
+def _symmetry(hessian=True):
+    runs = ["real:zero", "sym:zero", "sym:circuit", "sym:floor"]
+    d = np.array([[np.nan, 1.0, 1.0, 1.0], [1.0, np.nan, 1e-7, 0.5],
+                  [1.0, 1e-7, np.nan, 0.5], [1.0, 0.5, 0.5, np.nan]])  # fmt: skip
+    ds = xr.Dataset(coords={**COORDS, "run": runs})
+    names = {"distance": (("run", "other"), d), "distance_relabelled": (("run", "other"), d),
+             "distance_map": (("run",), [1e-3, np.nan, np.nan, np.nan]),
+             "P_data": (("run",), [10, 40, 40, 40]), "U": (("run",), [1.0, 2.0, 2.0, 2.75]),
+             "off_symmetric1": (("run",), [0.3] * 4), "off_symmetric2": (("run",), [0.4] * 4),
+             "grad_norm": (("run",), [1e-8] * 4), "perm_dU": (("run",), [1e-12] * 4),
+             "U_map": ((), 1.0)}  # fmt: skip
+    if hessian:
+        names.update(hessian_low=(("eigen",), [0.5, 0.75]), asymmetric_dim=((), 6),
+                     hessian_high=((), 9.0), hessian_seconds=((), 2.0))  # fmt: skip
+    return _grid(ds, [True, True], **names)
+
+
+def test_closure_table_lists_each_done_point_against_the_map_and_the_floor():
+    text = closure_table(_closure()).splitlines()
+    assert text[0] == "| activation | P | seed | `a` | `b` | `sym` (floor) |"
+    assert text[2] == "| softmax | 10 | 0 | 1.00 | 0.25 | 2.50 |"
+    assert not any(line.startswith("| softmax | 20") for line in text)  # not done
+    assert "  softmax 10 0: a -1.50, b -2.25" in text
+    assert text[-2].startswith("    a             3 coordinates: U 2.000  copy1 0.500")
+    assert closure_table(_closure(), _closure()).count("each point:") == 2  # one after the other
+
+
+def test_symmetry_table_groups_the_runs_into_modes():
+    text = symmetry_table(_symmetry())
+    rows, notes = text.split("\n\n")
+    assert len(rows.splitlines()) == 2 + 2 * 4  # two done points, four runs each
+    assert "| sym | 10 | 40 | 0 | circuit | 2.0000 |" in rows
+    assert (
+        "sym P = 10 seed 0: 1 mode(s) from 2 starts, 1 up to relabelling, lowest U 2.0000; "
+        "the symmetric floor 0.75 nats above" in notes
+    )
+    assert "Hessian at sym:floor on the asymmetric forms (6 dims): lowest 0.500, 0.750" in notes
+    assert symmetry_table(_symmetry(hessian=False)).count("Hessian") == 0
+
+
+def test_tables_want_the_sweep_options_as_names():
+    with pytest.raises(ValueError, match="family"):
+        closure_table(_closure().drop_vars("family"))
+    with pytest.raises(ValueError, match="runs"):
+        symmetry_table(_symmetry().drop_vars("run"))
+
+
+def test_llc_along_training_table_and_figure():
+    n = 6
+    curve = {k: ("chunk", np.linspace(0.1, 1.0, n)) for k in
+             ("test_loss", "copy1", "induction2_excess", "llc_mcse", "llc_rhat", "llc_grad_norm")}  # fmt: skip
+    llc = np.full(n, np.nan)
+    llc[[0, 3, 5]] = [1.0, 2.0, 3.0]
+    ds = xr.Dataset({**curve, "llc": ("chunk", llc), "train_step": ("chunk", 10.0 * np.arange(n)),
+                     "loss_bigram": 0.5, "loss_unigram": 0.8, "jump_step": 30.0})  # fmt: skip
+    ds = ds.expand_dims(P=[100], seed=[0], doubly_stochastic=[0])
+    text = training_llc_table(ds).splitlines()
+    assert len(text) == 1 + 3 + 1 and text[2].startswith("   30")
+    assert (
+        text[-1] == "held-out references: loss_bigram 0.5000, loss_unigram 0.8000; jump_step 30.0"
+    )
+    fig = plots.induction_training_llc(ds)
+    assert len(fig.axes) == 4  # three panels and the gradient's twin axis
+    matplotlib.pyplot.close("all")
