@@ -1,5 +1,5 @@
 """The LLC studies (experiments.llc_studies) run end to end from their configs at the [quick] size,
-and their drawing scripts read what the sweeps write."""
+and their drawing scripts (and the package functions they call) read what the sweeps write."""
 
 import importlib.util
 import json
@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import bayes_attn
+from bayes_attn.analysis.llc import calibration_markdown
+from bayes_attn.experiments.llc_studies import calibration_tables
 from bayes_attn.experiments.sweep import SweepConfig, load_sweep, read_sweep_table, run_sweep
 
 CONFIGS = Path(bayes_attn.__file__).parent / "configs"
@@ -86,11 +88,12 @@ def test_calibration_config_runs_and_draws(tmp_path):
     for name in ("llc", "mcse", "acceptance", "nbeta", "step_size", "exact_llc", "exact_mcse"):
         assert np.isfinite(ds[name].values).all(), name
     assert load_sweep(tmp_path / "c.nc").exact_seconds.attrs["units"] == "s"
-    script = _script("llc_calibration")
-    (table,) = script.tables(load_sweep(tmp_path / "c.nc"))
+    (table,) = calibration_tables(load_sweep(tmp_path / "c.nc"))
     assert table.attrs["P"] == 10 and table.passes.dtype == bool
-    assert script.markdown(table).count("| exact |") == 1
-    script.figure(table).savefig(tmp_path / "c.png")
+    assert calibration_markdown(table).count("| exact |") == 1
+    from bayes_attn.plotting import plots
+
+    plots.llc_calibration(table, exact=table.exact_llc).savefig(tmp_path / "c.png")
 
 
 def test_committed_studies_are_their_configs_sweeps():
@@ -117,8 +120,8 @@ def test_committed_calibration_is_its_configs_sweep():
     ds = load_sweep(path)
     cfg = SweepConfig.from_dict(read_sweep_table(CONFIGS / "llc_calibration.toml"))
     assert SweepConfig.from_json(ds.attrs["config"]).same_grid(cfg) and ds["done"].all()
-    (table,) = _script("llc_calibration").tables(ds)
-    text = _script("llc_calibration").markdown(table)
+    (table,) = calibration_tables(ds)
+    text = calibration_markdown(table)
     assert "| 6.676 | exact | 1.4826 ± 0.0025 |" in text
     assert "| 6.676 | 6.25e-05 | 1.4718 ± 0.0309 | -0.3 | 0.981 | True |" in text
     assert "| 20 | chosen: nan |" in text

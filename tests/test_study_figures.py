@@ -39,9 +39,10 @@ def _legends(fig) -> dict:
 def test_tokens_figure_names_the_crossover_of_a_chain():
     """Issue 42: at alpha = 0.3 the search met one minimum only, so its softmax point is where
     the MAP's aG passes 2; the legend says so, and keeps "equal-action" for the Zipf tokens."""
-    tokens = _script("tokens_study")
+    from bayes_attn.experiments.tokens_results import read_tokens
+
     files = [
-        tokens.read(FIGURES / "tokens" / f) for f in ("tokens_zipf.nc", "tokens_markov_a0.3.nc")
+        read_tokens(FIGURES / "tokens" / f) for f in ("tokens_zipf.nc", "tokens_markov_a0.3.nc")
     ]
     assert not files[0].crossover.sel(activation="softmax").any()
     assert files[1].crossover.sel(activation="softmax").all()

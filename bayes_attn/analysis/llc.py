@@ -8,7 +8,8 @@ error of ``llc_mean`` from the effective sample size (autocorrelation included, 
 R-hat across chains started from noise around w*, the first ``burnin`` draws left out, and the
 run's exact MALA acceptance. :func:`llc_verdict` judges one run (what ``bayes-attn llc`` and
 ``bayes-attn diagnose`` print); :func:`calibration_verdict` picks the step size of a calibration
-table (:func:`bayes_attn.experiments.llc.calibrate_llc`).
+table (:func:`bayes_attn.experiments.llc.calibrate_llc`), and :func:`calibration_markdown`
+prints such a table with the exact value beside each nβ.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ from bayes_attn.analysis.llc_exploration import (
     llc_exploration,
 )
 
-__all__ = ["LLCEstimate", "LLCVerdict", "calibration_verdict", "llc_estimate", "llc_verdict"]
+__all__ = [
+    "LLCEstimate",
+    "LLCVerdict",
+    "calibration_markdown",
+    "calibration_verdict",
+    "llc_estimate",
+    "llc_verdict",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,3 +272,26 @@ def calibration_verdict(table: xr.Dataset, *, min_acceptance: float = LIMITS.min
         coords={"nbeta": t["nbeta"].values, "step_size": steps},
         attrs={"min_acceptance": min_acceptance, "z": z},
     )
+
+
+def calibration_markdown(table: xr.Dataset) -> str:
+    """A calibration table with the exact LLC beside, as markdown (docs/validation.md,
+    "``calibrate_llc`` on the network"): per nβ the exact λ ± MCSE, then per step ε λ̂ ± MCSE,
+    its distance from exact in combined MCSE, the acceptance and whether it passes, then the
+    chosen step.
+
+    ``table``: ``llc``, ``mcse``, ``acceptance`` and ``passes`` over (``nbeta``, ``step_size``),
+    ``chosen``, ``exact_llc`` and ``exact_mcse`` over ``nbeta``
+    (:func:`bayes_attn.experiments.llc_studies.calibration_tables`)."""
+    rows = ["| nβ | ε | λ̂ ± MCSE | from exact (combined MCSE) | acceptance | passes |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
+    for i, nb in enumerate(table.nbeta.values):
+        ex, se_ex = float(table.exact_llc[i]), float(table.exact_mcse[i])
+        rows.append(f"| {nb:.4g} | exact | {ex:.4f} ± {se_ex:.4f} | | | |")
+        for j, eps in enumerate(table.step_size.values):
+            c = table.isel(nbeta=i, step_size=j)
+            z = (float(c.llc) - ex) / math.hypot(float(c.mcse), se_ex)
+            rows.append(f"| {nb:.4g} | {eps:g} | {float(c.llc):.4f} ± {float(c.mcse):.4f} | "
+                        f"{z:+.1f} | {float(c.acceptance):.3f} | {bool(c.passes)} |")  # fmt: skip
+        rows.append(f"| {nb:.4g} | chosen: {float(table.chosen[i]):g} | | | | |")
+    return "\n".join(rows)

@@ -21,8 +21,10 @@ localization away. Configs: ``bayes_attn/configs/llc_phases*.toml``; summary and
 network with the exact LLC beside each nβ's verdict (docs/validation.md, "``calibrate_llc`` on the
 network"). The network is :func:`benchmark_problem`'s (``layout = "benchmark"``: the one of
 ``benchmarks/llc_exact.py``) or :func:`~bayes_attn.experiments.llc.llc_problem`'s at the point's
-seed (``layout = "seed"``). Config: ``bayes_attn/configs/llc_calibration.toml``; figure:
-``docs/scripts/llc_calibration.py``.
+seed (``layout = "seed"``). Config: ``bayes_attn/configs/llc_calibration.toml``; its file read
+back as ``calibrate_llc``'s tables by :func:`calibration_tables`, printed
+(:func:`bayes_attn.analysis.llc.calibration_markdown`) and drawn
+(:func:`bayes_attn.plotting.plots.llc_calibration`) by ``docs/scripts/llc_calibration.py``.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ import time
 
 import jax
 import numpy as np
+import xarray as xr
 
 from bayes_attn import algebra
 from bayes_attn.analysis.llc import llc_estimate
+from bayes_attn.analysis.llc_exploration import LIMITS
+from bayes_attn.experiments import results
 from bayes_attn.experiments.coexistence import PHASES, phase_starts
 from bayes_attn.experiments.llc import (
     calibrate_llc,
@@ -58,6 +63,7 @@ __all__ = [
     "TABLE1_DEFAULTS",
     "benchmark_problem",
     "calibration_point",
+    "calibration_tables",
     "gaussian_log_z0",
     "phases_point",
     "table1_point",
@@ -329,4 +335,35 @@ def calibration_point(cfg, pt, task, hyper) -> dict:
         exact_llc=(row, [e.llc_mean for e in exact]), exact_mcse=(row, [e.mcse for e in exact]),
         exact_seconds=((), t_exact), calibration_seconds=((), t_cal),
     )  # fmt: skip
+    return out
+
+
+#: the variables of calibrate_llc's table, over (nbeta, step_size) or nbeta alone
+_GRID, _ROW = ("llc", "mcse", "rhat", "acceptance", "passes"), ("chosen", "exact_llc", "exact_mcse")
+
+
+def calibration_tables(ds) -> list:
+    """The ``llc_calibration`` sweep file ``ds`` as :func:`~bayes_attn.experiments.llc.calibrate_llc`'s
+    tables, one per finished grid point: ``llc``, ``mcse``, ``rhat``, ``acceptance`` and
+    ``passes`` over (``nbeta``, ``step_size``), ``chosen``, ``exact_llc`` and ``exact_mcse``
+    over ``nbeta``; attrs ``min_acceptance``, ``d_model``, ``P``, ``activation``, ``seed`` and the
+    two stages' wall times (``exact_seconds``, ``calibration_seconds``)."""
+    d_model = results.options(ds)["d_model"]
+    grid = [d for d in ("activation", "L", "V", "P", "seed") if d in ds.dims]
+    out = []
+    for idx in np.ndindex(*(ds.sizes[d] for d in grid)):
+        pt = ds.isel(dict(zip(grid, idx, strict=True)))
+        if not bool(pt.done):
+            continue
+        table = xr.Dataset(
+            {k: (("nbeta", "step_size"), pt[k].values) for k in _GRID}
+            | {k: (("nbeta",), pt[k].values) for k in _ROW},
+            coords={"nbeta": pt.nbeta.values, "step_size": pt.step_size.values},
+        )
+        table["passes"] = table.passes > 0.5
+        out.append(table.assign_attrs(
+            min_acceptance=LIMITS.min_acceptance, d_model=d_model, P=int(pt.P),
+            activation=str(pt.activation.values), seed=int(pt.seed) if "seed" in pt else 0,
+            exact_seconds=float(pt.exact_seconds), calibration_seconds=float(pt.calibration_seconds),
+        ))  # fmt: skip
     return out

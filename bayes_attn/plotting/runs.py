@@ -187,17 +187,24 @@ def sweep_curves(ds):
     return fig
 
 
-def llc_calibration(table):
+def llc_calibration(table, exact=None):
     """λ̂ against the step size ε, one line per nβ, from a calibration table
     (:func:`bayes_attn.experiments.llc.calibrate_llc`): error bars of 2 MCSE, the steps whose exact
-    MALA acceptance is below the table's threshold hollow, the chosen step ringed."""
+    MALA acceptance is below the table's threshold hollow, the chosen step ringed.
+
+    ``exact``: the exact LLC at each nβ (a table of
+    :func:`bayes_attn.experiments.llc_studies.calibration_tables`: its ``exact_llc``), drawn
+    dotted in its nβ's colour; the title then names the network of the table's attrs
+    ``d_model`` and ``P`` where it has them."""
     fig, ax = plt.subplots(figsize=(6, 4))
     steps = np.asarray(table["step_size"], dtype=float)
     low = float(table.attrs.get("min_acceptance", 0.9))
+    lines = []
     for i, nbeta in enumerate(np.asarray(table["nbeta"], dtype=float)):
         row = table.isel(nbeta=i)
         llc, se = np.asarray(row["llc"]), np.asarray(row["mcse"])
         (line,) = ax.plot(steps, llc, "-", label=f"nβ = {nbeta:.4g}")
+        lines.append(line)
         ax.errorbar(steps, llc, yerr=2 * se, fmt="none", color=line.get_color(), capsize=3)
         ok = np.asarray(row["acceptance"]) >= low
         ax.plot(steps[ok], llc[ok], "o", color=line.get_color())
@@ -205,8 +212,16 @@ def llc_calibration(table):
         if "chosen" in row and np.isfinite(float(row["chosen"])):
             j = int(np.argmin(np.abs(steps - float(row["chosen"]))))
             ax.plot(steps[j], llc[j], "o", ms=14, mfc="none", color="k")
+    title = f"LLC calibration (hollow: acceptance < {low:g}; ringed: chosen)"
+    if exact is not None:
+        for i, (ex, line) in enumerate(zip(np.asarray(exact, float), lines, strict=True)):
+            ax.axhline(ex, ls=":", color=line.get_color(), label="exact" if i == 0 else None)
+        a = table.attrs
+        where = f" on the network (d = {a['d_model']}, P = {a['P']})" if "d_model" in a else ""
+        title = (f"calibrate_llc{where}; dotted: exact\n"
+                 f"(hollow: acceptance < {low:g}; ringed: chosen)")  # fmt: skip
     ax.set(xscale="log", xlabel="step size ε", ylabel="λ̂ (llc)")
-    ax.set_title(f"LLC calibration (hollow: acceptance < {low:g}; ringed: chosen)", fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -13,6 +13,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from bayes_attn.analysis.tokens_tables import pstar_per_x
+
 #: the third panel of :func:`llc_against_P`: softmax through the coexistence window, linear P axis
 ZOOM = (240, 310)
 #: below -SYMLOG the λ̂ axis turns logarithmic, so that linear's 0-11 stays legible
@@ -276,22 +278,6 @@ def linear_profiles(panels):
 
 _TOKENS_LABEL = {"linear": "linear: second-order P*", "softmax": "softmax: equal-action P*",
                  "crossover": "linear: crossover, max dĉG/dlog P"}  # fmt: skip
-
-
-def pstar_per_x(ds, act):
-    """P* of a ``tokens`` sweep per value of its ``x`` coordinate (Zipf s or the chain's α):
-    ``(x, mean, sd, min, max, n)`` over datasets and chains, nan where none is finite."""
-    p = ds.pstar.sel(activation=act)
-    rows = []
-    for x in np.unique(ds.x.values):
-        v = p.where(ds.x == x, drop=True).values.ravel()
-        v = v[np.isfinite(v)]
-        if v.size:
-            rows.append((x, v.mean(), v.std(ddof=1) if v.size > 1 else 0.0, v.min(), v.max(),
-                         v.size))  # fmt: skip
-        else:
-            rows.append((x, np.nan, np.nan, np.nan, np.nan, 0))
-    return rows
 
 
 def _tokens_label(ds, act, width) -> str:
