@@ -17,7 +17,11 @@ def cli(capsys, *argv):
     return code, out, err
 
 
-@pytest.mark.parametrize("model", ["kernel", pytest.param("network", marks=pytest.mark.slow)])
+# both under -m slow (the kernel 14.8 s of compilation in the default run of 2026-12-07): the same
+# kind and sweep writer run end to end in test_induction_maps.py's config test, and diagnose reads
+# a sweep file in test_cli.py::test_train_sweep_and_diagnose; the map command's own checks are below
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["kernel", "network"])
 def test_map_writes_a_sweep_file_that_diagnose_reads(model, tmp_path, capsys):
     """Both models at a tiny size: exit 0, a finished sweep file with the scores and the
     provenance (kind, source, versions), and ``diagnose`` prints its table."""

@@ -75,6 +75,10 @@ SLOW = {
     # test_induction_symmetry.py's bad-option cases and its pieces (relabelling, symmetrising)
     # there, and induction_closure.toml (default) runs the same script end to end
     "induction_symmetry.toml",
+    # 15.9 s in the default run of 2026-12-07 (fresh clone); its tables are checked on small
+    # files by test_induction_tables.py, the families' minimum by test_induction_action_family.py
+    # and the kind's options by test_induction_symmetry.py's bad-option cases
+    "induction_closure.toml",
 }
 
 #: the drawing script that reads a quick config's file (run on it as the docs run it)
