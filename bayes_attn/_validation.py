@@ -26,6 +26,13 @@ def check_int(name: str, value, minimum: int) -> int:
     return value
 
 
+def check_bool(name: str, value) -> bool:
+    """Return ``value``, or raise if it is not ``True`` or ``False`` (a TOML or JSON boolean)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
 def check_positive(name: str, value) -> float:
     """Return ``value`` as a float, or raise if it is not finite and > 0."""
     try:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_activation, check_int, check_positive
+from bayes_attn._validation import check_activation, check_bool, check_int, check_positive
 from bayes_attn.inference.potential import Mode, find_modes, flat_potential
 from bayes_attn.keys import dataset_key, run_key
 from bayes_attn.models.two_layer import forward, induction_scores, two_layer_kernel_model
@@ -37,6 +37,7 @@ __all__ = [
     "START_SCALE",
     "blocked_data",
     "blocked_potential",
+    "blocked_scales",
     "blocked_value_and_grad",
     "check_induction",
     "INDUCTION_FROZEN_DEFAULTS",
@@ -115,6 +116,11 @@ def blocked_data(task, tokens, gram=None, block: int = BLOCK) -> dict:
             "Spp": rows.T @ rows, "Bp": rows.T @ yr, "yy": jnp.sum(yr**2)}  # fmt: skip
 
 
+def blocked_scales(hyper) -> tuple:
+    """The ``scales`` argument of :func:`blocked_potential`: (chi, g_W, g_O, sigma^2)."""
+    return (hyper.chi, hyper.g_w, hyper.g_o, hyper.sigma2)
+
+
 def blocked_potential(x, data: dict, scales, activation: str):
     """The potential of :func:`~bayes_attn.models.two_layer.two_layer_kernel_model` (causal, two
     layers, every stream) at the flat ``x`` = (M1, M2) raveled, computed block by block.
@@ -123,7 +129,7 @@ def blocked_potential(x, data: dict, scales, activation: str):
     its products with the targets: the psi blocks are fixed data (``Spp``, ``Bp`` of
     :func:`blocked_data`), and the H blocks are summed over blocks of sequences in a ``scan``
     (each block recomputed in the backward pass), so that the small batched products work in
-    cache. ``scales`` = (chi, g_W, g_O, sigma^2). The same function as the model's potential up
+    cache. ``scales`` = (chi, g_W, g_O, sigma^2), :func:`blocked_scales`. The same function as the model's potential up
     to the order of the sums (1e-13 relative; tests/test_two_layer.py)."""
     chi, g_w, g_o, sigma2 = scales
     psi, y = data["psi"], data["y"]
@@ -232,7 +238,7 @@ def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test:
     fg = None
     if hvp == "difference":  # the same potential in blocks of sequences, compiled once per P
         data = blocked_data(task, tokens, gram)
-        scales = (hyper.chi, hyper.g_w, hyper.g_o, hyper.sigma2)
+        scales = blocked_scales(hyper)
 
         def fg(x):
             return blocked_value_and_grad(x, data, scales, activation=activation)
@@ -365,9 +371,7 @@ def check_induction(cfg, options: dict) -> dict:
     if "beta" in options:
         options["beta"] = check_positive("beta", options["beta"])
     if "store_maps" in options:
-        if not isinstance(options["store_maps"], bool):
-            raise ValueError(f"store_maps must be true or false, got {options['store_maps']!r}")
-        if options["store_maps"] and (len(cfg.L) > 1 or len(cfg.V) > 1):
+        if check_bool("store_maps", options["store_maps"]) and (len(cfg.L) > 1 or len(cfg.V) > 1):
             raise ValueError(
                 f"store_maps: the forms' and patterns' shapes depend on L and V, so a sweep that "
                 f"stores them takes one L and one V, got L = {list(cfg.L)}, V = {list(cfg.V)}"

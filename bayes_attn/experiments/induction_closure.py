@@ -25,8 +25,9 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from bayes_attn._validation import check_int
+from bayes_attn._validation import check_bool, check_int
 from bayes_attn.experiments.induction_symmetry import (
+    check_study_map,
     off_symmetric,
     study_map,
     symmetric_minimum,
@@ -99,14 +100,10 @@ def check_closure(cfg, options: dict) -> dict:
     if not fams or bad or len(set(fams)) != len(fams):
         raise ValueError(f"families must list distinct names of {tuple(FAMILIES)}, got {fams!r}")
     options["families"] = list(fams)
-    if not isinstance(options.get("sym", True), bool):
-        raise ValueError(f"sym must be true or false, got {options['sym']!r}")
-    for name in ("sym_maxiter", "map_maxiter"):
-        if name in options:
-            options[name] = check_int(name, options[name], 1)
-    if not isinstance(options.get("maps", ""), str):
-        raise ValueError(f"maps must be a file's path or empty, got {options['maps']!r}")
-    return options
+    check_bool("sym", options.get("sym", True))
+    if "sym_maxiter" in options:
+        options["sym_maxiter"] = check_int("sym_maxiter", options["sym_maxiter"], 1)
+    return check_study_map(options)
 
 
 def closure_point(cfg, pt, task, hyper) -> dict:
@@ -114,7 +111,7 @@ def closure_point(cfg, pt, task, hyper) -> dict:
     family (L-BFGS, gradient tolerance 1e-8, up to 2000 steps, from zero, the previous family's
     optimum and the MAP's least-squares projection; the lowest kept), its scores on the training
     set, and the token-symmetric floor, beside the study's MAP potential."""
-    from bayes_attn.experiments.induction import blocked_data, blocked_potential
+    from bayes_attn.experiments.induction import blocked_data, blocked_potential, blocked_scales
     from bayes_attn.induction import InductionTask
     from bayes_attn.keys import dataset_key, run_key
     from bayes_attn.theory import induction_action as ia
@@ -125,7 +122,7 @@ def closure_point(cfg, pt, task, hyper) -> dict:
     tokens = task.sample(dataset_key(run_key(None, seed)), P)
     ref = dataset_reference(task, hyper, tokens)
     data = blocked_data(task, tokens)
-    scales = (hyper.chi, hyper.g_w, hyper.g_o, hyper.sigma2)
+    scales = blocked_scales(hyper)
     study = study_map(task, hyper, act, P, seed, o["maps"], o["map_maxiter"])
     forms = (study["M1"], study["M2"])
     cols = {k: [] for k in ("U_family", "family_size", "family_starts", "copy1_family",

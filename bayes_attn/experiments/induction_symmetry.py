@@ -35,6 +35,7 @@ from bayes_attn.experiments.induction import (
     START_SCALE,
     blocked_data,
     blocked_potential,
+    blocked_scales,
     blocked_value_and_grad,
     circuit,
     map_search,
@@ -47,6 +48,7 @@ __all__ = [
     "RANDOM_START_SCALE",
     "SYMMETRY_DEFAULTS",
     "asymmetric_hessian",
+    "check_study_map",
     "check_symmetry",
     "off_symmetric",
     "perm_distance",
@@ -118,10 +120,6 @@ def _forms(x, n: int):
     return x[: n * n].reshape(n, n), x[n * n :].reshape(2 * n, 2 * n)
 
 
-def _scales(hyper):
-    return (hyper.chi, hyper.g_w, hyper.g_o, hyper.sigma2)
-
-
 def symmetric_minimum(task, hyper, tokens, activation: str, forms, maxiter: int = 3000):
     """The potential minimised over the token-symmetric forms (L-BFGS from the symmetrised
     ``forms``, gradient tolerance 1e-7, relative decrease 1e-15, ``maxiter`` steps), on the
@@ -136,7 +134,7 @@ def symmetric_minimum(task, hyper, tokens, activation: str, forms, maxiter: int 
     data = blocked_data(task, tokens)
 
     def U(y):
-        return blocked_potential(_flat(*symmetrise(*_forms(y, n), V)), data, _scales(hyper),
+        return blocked_potential(_flat(*symmetrise(*_forms(y, n), V)), data, blocked_scales(hyper),
                                  activation)  # fmt: skip
 
     vg = jax.jit(jax.value_and_grad(U))
@@ -232,7 +230,7 @@ def asymmetric_hessian(task, hyper, tokens, activation: str, forms, chunk: int =
     S = np.asarray(jax.vmap(lambda v: _flat(*symmetrise(*_forms(v, n), V)))(jnp.eye(x.size)))
     w, Q = np.linalg.eigh(np.eye(x.size) - 0.5 * (S + S.T))
     Q = Q[:, w > 0.5]  # an orthonormal basis of the asymmetric forms
-    grad = jax.grad(lambda y: blocked_potential(y, data, _scales(hyper), activation))
+    grad = jax.grad(lambda y: blocked_potential(y, data, blocked_scales(hyper), activation))
     hvp = jax.jit(jax.vmap(lambda v: jax.jvp(grad, (x,), (v,))[1]))
     HQ = np.concatenate([np.asarray(hvp(jnp.asarray(Q[:, i : i + chunk].T)))
                          for i in range(0, Q.shape[1], chunk)])  # fmt: skip
@@ -249,7 +247,7 @@ def _search(task, hyper, tokens, activation, start, maxiter):
     data = blocked_data(task, tokens)
 
     def fg(x):
-        return blocked_value_and_grad(x, data, _scales(hyper), activation=activation)
+        return blocked_value_and_grad(x, data, blocked_scales(hyper), activation=activation)
 
     (mode,) = find_modes(two_layer_kernel_model, starts=[start],
                          model_args=(task, hyper, tokens, activation, None), maxiter=maxiter,
@@ -303,11 +301,19 @@ def check_symmetry(cfg, options: dict) -> dict:
                 f"or floor, got {r!r}"
             )
     options["runs"] = list(runs)
-    for name, low in (("maxiter", 1), ("map_maxiter", 1), ("hessian", 0)):
+    for name, low in (("maxiter", 1), ("hessian", 0)):
         if name in options:
             options[name] = check_int(name, options[name], low)
     if options.get("hessian", 0) and "sym:floor" not in runs:
         raise ValueError("hessian: the Hessian is taken at the run sym:floor; add it to runs")
+    return check_study_map(options)
+
+
+def check_study_map(options: dict) -> dict:
+    """The options of :func:`study_map` that a kind passes on, ``maps`` a path or empty and
+    ``map_maxiter`` an integer >= 1: a ``ValueError`` naming the first that is not."""
+    if "map_maxiter" in options:
+        options["map_maxiter"] = check_int("map_maxiter", options["map_maxiter"], 1)
     if not isinstance(options.get("maps", ""), str):
         raise ValueError(f"maps must be a file's path or empty, got {options['maps']!r}")
     return options
@@ -344,7 +350,7 @@ def symmetry_point(cfg, pt, task, hyper) -> dict:
         d = blocked_data(task, tokens)
 
         def vg(x, d=d):
-            return blocked_value_and_grad(x, d, _scales(hyper), activation=act)
+            return blocked_value_and_grad(x, d, blocked_scales(hyper), activation=act)
 
         x = _flat(jnp.asarray(M1), jnp.asarray(M2))
         g = vg(x)[1]
