@@ -107,6 +107,26 @@ def test_crossover_point_against_level2_and_its_own_maps():
         assert float(algebra.z2_sign(m.c1, m.cG)) * m.cG == pytest.approx(cG, abs=1e-6)
 
 
+@pytest.mark.parametrize("threshold", [150.5, 274.5, 275.5, 276.5, 281.5, 400.5])
+@pytest.mark.parametrize("jump", [1.0, 100.0, 1e4])
+def test_equal_action_search_narrows_to_a_new_p_every_time(monkeypatch, threshold, jump):
+    """The bracket's narrowing never rounds a probe back onto an end (where it evaluated nothing
+    new and spun for ever: chain 1 of alpha = 10 on Table 1). A step gap, +jump below the
+    threshold and -1 above (a secant that lands next to the lower end), is bracketed to at most 2
+    sequences (the search's floor) around the threshold, each P evaluated once."""
+    calls = []
+
+    def pair(task, hyper, tokens, gram, aG_split):
+        P = int(tokens.shape[0])
+        calls.append(P)
+        return {"P": P, "gap": jump if P < threshold else -1.0, "aG": 0.0}
+
+    monkeypatch.setattr(ts, "_pair", pair)
+    r = ts.equal_action_point(None, None, np.zeros((1500, 3)), rtol=0.001, max_evals=40)
+    assert len(calls) == len(set(calls)) == r["evals"] < 40
+    assert r["lo"] < threshold < r["hi"] <= r["lo"] + 2
+
+
 @pytest.mark.slow
 def test_equal_action_point_reproduces_the_level1_study():
     """Uniform tokens, Table 1, dataset 0: docs/validation.md's level1_transition table has the

@@ -185,13 +185,7 @@ def equal_action_point(task, hyper, pool, *, gram=None, P0: int = 276, rtol: flo
     if lo is None or hi is None:
         return out
     while hi["P"] - lo["P"] > max(2, rtol * lo["P"]) and len(seen) < max_evals:
-        a, b = lo["P"], hi["P"]
-        if math.isfinite(lo["gap"]) and math.isfinite(hi["gap"]):
-            P = a + (b - a) * lo["gap"] / (lo["gap"] - hi["gap"])
-            P = min(max(P, a + (b - a) / 8), b - (b - a) / 8)  # keep off the ends
-        else:
-            P = (a + b) / 2
-        r = at(round(P))
+        r = at(_probe(lo, hi))
         if r["gap"] > 0:
             lo = r
         else:
@@ -203,6 +197,20 @@ def equal_action_point(task, hyper, pool, *, gram=None, P0: int = 276, rtol: flo
         pstar = (a + b) / 2
     out.update(pstar=pstar, lo=a, hi=b, aG_lo=lo["aG"], aG_hi=hi["aG"], evals=len(seen))
     return out
+
+
+def _probe(lo: dict, hi: dict) -> int:
+    """The next P to evaluate inside the bracket (lo["P"], hi["P"]), at least 3 apart: the secant
+    root of the action gap where both ends have two minima (kept off the ends by an eighth of the
+    bracket), else the midpoint; rounded to an integer strictly inside, so that every probe is a
+    new P (a rounding back onto an end would evaluate nothing new, for ever)."""
+    a, b = lo["P"], hi["P"]
+    if math.isfinite(lo["gap"]) and math.isfinite(hi["gap"]):
+        P = a + (b - a) * lo["gap"] / (lo["gap"] - hi["gap"])
+        P = min(max(P, a + (b - a) / 8), b - (b - a) / 8)  # keep off the ends
+    else:
+        P = (a + b) / 2
+    return min(max(round(P), a + 1), b - 1)
 
 
 # --------------------------------------------------------------------------------------------------
