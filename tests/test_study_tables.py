@@ -21,21 +21,51 @@ REFERENCE = {"linear": 22.76, "crossover": 442.7, "softmax": 275.97}
 
 
 def test_pstar_table_of_the_committed_files():
+    """One row per (source, level): the pstar file's and the crossover file's columns of the
+    same Zipf s pooled into one row, each cell with its count."""
     files = [read_tokens(TOKENS / f) for f in ("tokens_zipf.nc", "tokens_crossover_zipf.nc")]
     assert files[0].attrs["measure"] == "pstar" and files[1].attrs["measure"] == "crossover"
     level2 = {0: {("linear", spec): 30.0 for spec in files[0].source.values}}
     lines = pstar_table(files, REFERENCE, level2).splitlines()
     assert lines[0] == ("Level 2, uniform tokens: linear second-order P* 22.76, crossover 442.7, "
                         "softmax equal-action P* 275.97")  # fmt: skip
-    xs = [np.unique(ds.x.values).size for ds in files]
-    assert len(lines) == 3 + sum(xs)
-    zipf = lines[3 : 3 + xs[0]]
-    assert all(row.split(" | ")[6] == "30.0" for row in zipf)  # Level 2 linear, one chain per x
-    assert all(row.split(" | ")[4] == "–" for row in zipf)  # a pstar file has no crossover
-    cross = lines[3 + xs[0] :]
-    assert all(row.split(" | ")[3] == "–" and row.split(" | ")[4] != "–" for row in cross)
+    xs = np.unique(files[0].x.values)
+    assert len(lines) == 3 + xs.size
+    for row, x in zip(lines[3:], xs, strict=True):
+        cells = row.split(" | ")
+        assert cells[0] == f"| Zipf s = {x:g}" and cells[1] == "Level 1"
+        assert cells[2].endswith("(3)") and cells[4].endswith("(3)")  # three datasets
+        assert cells[3].endswith("(1)")  # the crossover file: dataset 0
+        assert cells[5] == "30.0"  # Level 2 linear, one chain per x
     rows = pstar_per_x(files[0], "softmax")
-    assert [r[0] for r in rows] == sorted(np.unique(files[0].x.values))
+    assert [r[0] for r in rows] == sorted(xs)
+
+
+def test_merge_tokens_pools_files_split_per_source_and_dataset():
+    """The chains' softmax points, split into a file per alpha, pool into the chains' file (its
+    softmax entries empty): the same values, every source once; files of another measure stay
+    apart; two files that disagree on a value are refused."""
+    from bayes_attn.experiments.tokens_results import merge_tokens
+
+    chains = read_tokens(TOKENS / "tokens_markov.nc")
+    a3 = read_tokens(TOKENS / "tokens_markov_a3.nc")
+    cross = read_tokens(TOKENS / "tokens_crossover_zipf.nc")
+    merged, other = merge_tokens([chains, a3, cross])
+    assert other is cross and merged.sizes["source"] == chains.sizes["source"]
+    for spec in a3.source.values:
+        np.testing.assert_array_equal(
+            merged.pstar.sel(source=spec, activation="softmax").values,
+            a3.pstar.sel(source=spec, activation="softmax").values,
+        )
+    np.testing.assert_array_equal(
+        merged.pstar.sel(activation="linear").sel(source=chains.source.values).values,
+        chains.pstar.sel(activation="linear").values,
+    )
+    assert set(merged.crossover.dims) == set(a3.crossover.dims) | {"source"}
+    bad = a3.copy(deep=True)
+    bad["pstar"] = bad.pstar + 1.0
+    with pytest.raises(ValueError, match="files: two files disagree"):
+        merge_tokens([a3, bad])
 
 
 def test_competitor_table_names_the_starts():

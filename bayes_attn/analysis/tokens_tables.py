@@ -38,36 +38,34 @@ def _level2_cell(l2, ds, act, x) -> str:
     return f"{v.mean():.1f}" if v.size == 1 else f"{v.mean():.1f} ({v.min():.1f} – {v.max():.1f})"
 
 
-def _pstar_rows(ds, l2) -> list:
-    """One file's rows of :func:`pstar_table`, one per value of ``x``."""
+def _pstar_cells(rows: dict, ds, l2) -> None:
+    """One file's cells of :func:`pstar_table` into ``rows``, keyed by (family, x, level): its
+    measure's columns per value of ``x``, as "mean ± sd; range (n)", and Level 2's."""
     width = ds.attrs["gram_width"]
-    level = f"network d = {width}" if width else "Level 1"
-    name = "Zipf s" if str(ds.family.values[0]) == "zipf" else "chain α"
-    cells = {}
+    level = (width, f"network d = {width}" if width else "Level 1")
+    fam = str(ds.family.values[0])
     cross = ds.attrs["measure"] == "crossover"
     for act in ("linear", "softmax"):
-        if act in ds.activation.values:
-            cells["crossover" if cross else act] = {r[0]: r for r in pstar_per_x(ds, act)}
-    lines = []
+        if act not in ds.activation.values:
+            continue
+        for x, m, sd, lo, hi, n in pstar_per_x(ds, act):
+            row = rows.setdefault((fam != "zipf", x, level), {})
+            if np.isfinite(m):
+                cell = f"{m:.1f} ± {sd:.1f}; {lo:.1f} – {hi:.1f} ({n})" if n > 1 else f"{m:.1f} (1)"
+                row["crossover" if cross else act] = cell
     for x in np.unique(ds.x.values):
-        row = [f"{name} = {x:g}", level]
-        n = max((c[x][5] for c in cells.values()), default=0)
-        row.append(str(n))
-        for act in ("linear", "crossover", "softmax"):
-            if act not in cells or not np.isfinite(cells[act][x][1]):
-                row.append("–")
-                continue
-            _, m, sd, lo, hi, _ = cells[act][x]
-            row.append(f"{m:.1f} ± {sd:.1f}; {lo:.1f} – {hi:.1f}")
-        row += [_level2_cell(l2, ds, act, x) for act in ("linear", "crossover", "softmax")]
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
+        row = rows.setdefault((fam != "zipf", x, level), {})
+        for col in ("linear", "crossover", "softmax"):
+            cell = _level2_cell(l2, ds, col, x)
+            if cell != "–":
+                row["level2", col] = cell
 
 
 def pstar_table(files, reference, level2=None) -> str:
     """P* per source of the ``measure = "pstar"`` and ``"crossover"`` files, as markdown: per
-    value of ``x`` (Zipf s, chain α), the linear second-order point, the linear crossover and
-    the softmax point (mean ± sd; range over datasets and chains), beside Level 2 where it holds.
+    value of ``x`` (Zipf s, chain α) and level (Level 1, a network's width), the linear
+    second-order point, the linear crossover and the softmax point (mean ± sd; range (n) over
+    datasets and chains, pooled over the files), beside Level 2 where it holds.
 
     ``reference``: Level 2's uniform ``linear``, ``crossover`` and ``softmax`` P* (the first
     line); ``level2``: ``{file index: {(activation, source): P*}}`` (the crossover under the
@@ -75,12 +73,18 @@ def pstar_table(files, reference, level2=None) -> str:
     lines = [f"Level 2, uniform tokens: linear second-order P* {reference['linear']:.2f}, "
              f"crossover {reference['crossover']:.1f}, softmax equal-action P* "
              f"{reference['softmax']:.2f}",
-             "| source | level | n | linear P* (mean ± sd; range) | linear crossover (mean ± sd; "
-             "range) | softmax P* (mean ± sd; range) | Level 2 linear | Level 2 crossover "
-             "| Level 2 softmax |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| source | level | linear P* (mean ± sd; range (n)) | linear crossover | softmax P* "
+             "| Level 2 linear | Level 2 crossover | Level 2 softmax |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows: dict = {}
     for j, ds in enumerate(files):
-        lines += _pstar_rows(ds, (level2 or {}).get(j, {}))
+        _pstar_cells(rows, ds, (level2 or {}).get(j, {}))
+    for (chain, x, (_, level)), row in sorted(rows.items(), key=lambda kv: kv[0]):
+        cols = [row.get(c, "–") for c in ("linear", "crossover", "softmax")]
+        cols += [row.get(("level2", c), "–") for c in ("linear", "crossover", "softmax")]
+        lines.append(
+            f"| {'chain α' if chain else 'Zipf s'} = {x:g} | {level} | " + " | ".join(cols) + " |"
+        )
     return "\n".join(lines)
 
 

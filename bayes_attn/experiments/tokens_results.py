@@ -26,6 +26,7 @@ __all__ = [
     "level2_files",
     "level2_pstar",
     "level2_uniform",
+    "merge_tokens",
     "read_tokens",
 ]
 
@@ -59,6 +60,35 @@ def read_tokens(path):
         ds = ds.rename(crossover="pstar")
     ds.attrs["measure"] = o.get("measure", "pstar")
     return ds
+
+
+def merge_tokens(files) -> list:
+    """The files of :func:`read_tokens` pooled: one dataset per (``measure``, ``gram_width``, the
+    sources' families), in
+    the order each first comes, holding every source, dataset (``seed``) and activation of its
+    files (an outer join; a value present in two files must agree, else ``ValueError``). So
+    the chains' softmax points split into a file per α, and datasets 1-2 run into files of their
+    own, tabulate and draw as one study."""
+    import xarray as xr
+
+    groups: dict = {}
+    for ds in files:
+        key = (ds.attrs["measure"], ds.attrs["gram_width"], tuple(np.unique(ds.family.values)))
+        groups.setdefault(key, []).append(ds)
+    out = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        parts = [ds.drop_vars([v for v in ("done", "crossover") if v in ds]) for ds in group]
+        try:
+            ds = xr.merge(parts, compat="no_conflicts", join="outer", combine_attrs="override")
+        except xr.MergeError as err:
+            raise ValueError(f"files: two files disagree on a value ({err})") from None
+        if "aG_hi" in ds:
+            ds["crossover"] = (ds.aG_hi - ds.aG_lo) < 1.0
+        out.append(ds)
+    return out
 
 
 def level2_uniform(ds) -> dict:

@@ -293,6 +293,20 @@ def _tokens_label(ds, act, width) -> str:
     return label + (f" (network d = {width})" if width else " (Level 1)")
 
 
+def _one_minimum_x(ds, act) -> list:
+    """The values of ``x`` at which every finished softmax search met one minimum only."""
+    if act != "softmax" or "crossover" not in ds:
+        return []
+    p, cross = ds.pstar.sel(activation=act), ds.crossover.sel(activation=act)
+    out = []
+    for x in np.unique(ds.x.values):
+        ran = np.isfinite(p.where(ds.x == x).values)
+        c = cross.broadcast_like(p).where(ds.x == x).values[ran]
+        if c.size and c.astype(bool).all():
+            out.append(x)
+    return out
+
+
 def _tokens_file(ax, ds, level2, fam):
     """One ``tokens`` file on its panel: the datasets as dots, their mean as a line, and Level 2
     where ``level2`` holds it (crosses, their mean over chains dashed)."""
@@ -316,6 +330,13 @@ def _tokens_file(ax, ds, level2, fam):
         ax.plot([r[0] for r in rows], [r[1] for r in rows], color=color, marker=mark,
                 ls="-." if width else "-", label=label,
                 mfc="white" if "one minimum" in label or mark == "D" else color)  # fmt: skip
+        one = _one_minimum_x(ds, act) if "one minimum" not in label else []
+        if one:  # a pooled file: the x whose searches all met one minimum, hollow
+            split = ds.attrs.get("aG_split", 2.0)
+            ax.plot(*zip(*[(r[0], r[1]) for r in rows if r[0] in one], strict=True), ls="none",
+                    marker=mark, color=color, mfc="white",
+                    label=f"softmax: where aG passes {split:g}, one minimum"
+                    + (f" (network d = {width})" if width else " (Level 1)"))  # fmt: skip
         pts = [(x, level2[what, spec]) for spec, x in zip(ds.source.values, ds.x.values,
                strict=True) if np.isfinite(level2.get((what, spec), np.nan))]  # fmt: skip
         if pts and not width:

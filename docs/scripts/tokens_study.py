@@ -23,7 +23,12 @@ import xarray as xr
 from _study import preset, pyplot, save
 
 from bayes_attn.analysis.tokens_tables import competitor_table, pstar_table
-from bayes_attn.experiments.tokens_results import level2_files, level2_uniform, read_tokens
+from bayes_attn.experiments.tokens_results import (
+    level2_files,
+    level2_uniform,
+    merge_tokens,
+    read_tokens,
+)
 from bayes_attn.plotting.plots import tokens_pstar
 
 FIGURE = Path(__file__).parents[1] / "figures" / "tokens" / "pstar_tokens.png"
@@ -38,6 +43,7 @@ if __name__ == "__main__":
         else:
             ds = read_tokens(arg)
             (pstar if "pstar" in ds else other).append(ds)
+    pstar = merge_tokens(pstar)  # a study split over files (per alpha, per dataset) as one
     if pstar:
         l2s = level2_files(pstar, "--level2-chains" in flags) if flags else {}
         ref = level2_uniform(pstar[0])
