@@ -51,9 +51,19 @@ def test_objective_is_the_two_layer_models_negative_log_posterior(frozen):
 def test_train_adam_trains_the_two_layer_network_on_the_induction_task():
     """The record holds both layers' scores and the KL to each strategy per step; the references'
     held-out losses are attrs, ordered bigram < unigram < uniform; the objective falls; held
-    embeddings come back unchanged and trained ones do not."""
+    embeddings come back unchanged and trained ones do not. ``keep_params_at`` adds the weights
+    at recorded steps (at the last, the final weights) and nothing else; a step that is not
+    recorded is refused before any training."""
     kw = dict(members=2, max_steps=60, chunk=20, patience=10**6, num_test=50, progress=False)
-    out = train_adam(TASK, HYPER, "softmax", 8, 30, return_params=True, **kw)
+    out = train_adam(TASK, HYPER, "softmax", 8, 30, return_params=True, keep_params_at=[60, 20],
+                     **kw)  # fmt: skip
+    assert list(out.params_step.values) == [20, 60]
+    assert out.W_G2_at.dims == ("member", "params_step", "stream", "stream_k")
+    for name in ("W_emb", "p", "W_G1", "W_G2", "W_O"):
+        np.testing.assert_array_equal(out[f"{name}_at"].sel(params_step=60), out[name])
+    assert not np.array_equal(out.W_G1_at.sel(params_step=20), out.W_G1)
+    with pytest.raises(ValueError, match=r"keep_params_at: \[30\] are not recorded steps"):
+        train_adam(TASK, HYPER, "softmax", 8, 30, keep_params_at=[20, 30], **kw)
     assert out.attrs["model"] == "two_layer_network_model"
     for name in ("copy1", "induction2_excess", "uniform2", "kl_bigram", "kl_unigram", "test_loss"):
         assert out[name].dims == ("member", "step") and np.all(np.isfinite(out[name]))
@@ -62,6 +72,8 @@ def test_train_adam_trains_the_two_layer_network_on_the_induction_task():
     assert np.all(out.objective.isel(step=-1) < out.objective.isel(step=0))
     held = train_adam(TASK, HYPER, "softmax", 8, 30, return_params=True, train_embeddings=False,
                       **kw)  # fmt: skip
+    assert "params_step" not in held.dims  # keep_params_at adds these variables, nothing else:
+    assert set(out) - set(held) == {f"{n}_at" for n in ("W_emb", "p", "W_G1", "W_G2", "W_O")}
     start = jax.vmap(lambda k: init_network_params(k, TASK, HYPER, 8))(
         jax.random.split(ba.inference.adam.adam_keys(seed=0).init, 2)
     )
@@ -88,17 +100,20 @@ def test_plateau_reads_the_steps_of_a_hand_made_curve():
 @pytest.mark.slow
 def test_induction_training_config_runs_at_its_quick_size(tmp_path):
     """The study's config (bayes_attn/configs/induction_training.toml) at its quick size, end to
-    end: curves on both sources, per step, and the plateau measures."""
+    end: curves on both sources, per step, and the plateau measures; the file labels the sources
+    by their flags (False, True)."""
     from pathlib import Path
 
     import bayes_attn
-    from bayes_attn.experiments.sweep import SweepConfig, read_sweep_table, run_sweep
+    from bayes_attn.experiments.sweep import SweepConfig, load_sweep, read_sweep_table, run_sweep
 
     path = Path(bayes_attn.__file__).parent / "configs" / "induction_training.toml"
     cfg = SweepConfig.from_dict(read_sweep_table(path, quick=True))
-    ds = run_sweep(cfg, tmp_path / "curves.nc", progress=False)
+    run_sweep(cfg, tmp_path / "curves.nc", progress=False)
+    ds = load_sweep(tmp_path / "curves.nc")
     assert bool(ds.done.all())
     assert ds.kl_bigram.sizes["doubly_stochastic"] == 2
+    assert ds.doubly_stochastic.values.tolist() == [False, True]
     assert np.all(np.isfinite(ds.test_loss)) and np.all(np.isfinite(ds.copy1))
     assert "plateau_steps" in ds and "jump_step" in ds
 
@@ -118,9 +133,9 @@ def test_sgld_check_runs_on_the_two_layer_network():
 
 @pytest.mark.slow  # 25 s of CPU on the shared cores: the default suite's budget is spent (issue 44)
 def test_llc_along_training_records_the_llc_at_the_runs_own_weights():
-    """``llc_every``: the LLC at w(t) of every k-th record. The weights of a snapshot are the long
-    run's at that step (the retrained run's held-out loss equals the long run's record there,
-    bit for bit); every snapshot has a finite λ̂, MCSE, R-hat (2 chains), |∇L_n(w(t))| > 0 and
+    """``llc_every``: the LLC at w(t) of every k-th record. The weights of a snapshot are the one
+    run's at that step (``keep_params_at``), bit for bit those of the same run retrained up to
+    the step (the path before 2026-12-07); every snapshot has a finite λ̂, MCSE, R-hat (2 chains), |∇L_n(w(t))| > 0 and
     the curvature step; a record without a snapshot is NaN. Tiny (L = 4, V = 2, P = 20, d = 4,
     2 x 10 draws): this checks the plumbing, not the estimate."""
     from bayes_attn.experiments.induction_training import llc_along_training
@@ -129,7 +144,12 @@ def test_llc_along_training_records_the_llc_at_the_runs_own_weights():
 
     task = InductionTask(4, 2, InContextMarkov(1.0, start="uniform"))
     s = AdamSettings(max_steps=30, patience=30, chunk=10, batch_size=8, num_test=20)
-    long = train_adam(task, HYPER, "softmax", 4, 20, members=1, seed=0, settings=s, progress=False)
+    long = train_adam(task, HYPER, "softmax", 4, 20, members=1, seed=0, settings=s,
+                      keep_params_at=[20], progress=False)  # fmt: skip
+    short = train_adam(task, HYPER, "softmax", 4, 20, members=1, seed=0, max_steps=20,
+                       settings=s, return_params=True, progress=False)  # fmt: skip
+    for name in ("W_emb", "p", "W_G1", "W_G2", "W_O"):
+        np.testing.assert_array_equal(long[f"{name}_at"].sel(params_step=20), short[name])
     out = llc_along_training(task, HYPER, "softmax", 4, 20, seed=0, settings=s, every=2,
                              num_chains=2, num_draws=10)  # fmt: skip
     assert out["test_loss"][1] == float(long.test_loss[0, 1])  # the long run's w(20)
@@ -140,3 +160,30 @@ def test_llc_along_training_records_the_llc_at_the_runs_own_weights():
     with pytest.raises(ValueError, match="llc_draws"):
         SweepConfig(kind="induction_training", P=(20,), L=(4,), V=(2,),
                     tokens="icl-markov:alpha=1", options={"llc_every": 1, "llc_draws": 0})  # fmt: skip
+
+
+def test_training_script_labels_old_and_new_files_by_the_flags():
+    """docs/scripts/induction_training.py labels the sources 0/1 by their flags: a sweep writes
+    the flags (True/False) as the doubly_stochastic coordinate; a file from before 2026-12-07
+    holds the index into the option's list there (the script reads the flags from the option)."""
+    import importlib.util
+    import json
+    import sys
+    from pathlib import Path
+
+    import xarray as xr
+
+    scripts = Path(__file__).resolve().parents[1] / "docs" / "scripts"
+    sys.path.insert(0, str(scripts))  # the script imports docs/scripts/_study.py
+    try:
+        spec = importlib.util.spec_from_file_location("training", scripts / "induction_training.py")
+        script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(script)
+    finally:
+        sys.path.remove(str(scripts))
+    config = json.dumps({"options": {"doubly_stochastic": [1, 0]}})
+    old = xr.Dataset({"x": ("doubly_stochastic", [1.0, 2.0])},
+                     coords={"doubly_stochastic": [0, 1]}, attrs={"config": config})  # fmt: skip
+    new = old.assign_coords(doubly_stochastic=[True, False])
+    for ds in (old, new):
+        assert script.source_flags(ds).doubly_stochastic.values.tolist() == [1, 0]

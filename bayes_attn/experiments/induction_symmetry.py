@@ -120,10 +120,12 @@ def _forms(x, n: int):
     return x[: n * n].reshape(n, n), x[n * n :].reshape(2 * n, 2 * n)
 
 
-def symmetric_minimum(task, hyper, tokens, activation: str, forms, maxiter: int = 3000):
+def symmetric_minimum(task, hyper, tokens, activation: str, forms, maxiter: int = 3000, *,
+                      data=None):  # fmt: skip
     """The potential minimised over the token-symmetric forms (L-BFGS from the symmetrised
     ``forms``, gradient tolerance 1e-7, relative decrease 1e-15, ``maxiter`` steps), on the
-    blocked potential (:func:`~bayes_attn.experiments.induction.blocked_potential`).
+    blocked potential (:func:`~bayes_attn.experiments.induction.blocked_potential`; ``data``:
+    ``tokens``' :func:`~bayes_attn.experiments.induction.blocked_data` where the caller has it).
 
     Returns ``{"U_start", "U", "M1", "M2", "converged", "grad_norm", "steps"}``: the potential at
     the symmetrised ``forms`` and at the minimum, the minimum's forms, whether L-BFGS converged and
@@ -131,7 +133,7 @@ def symmetric_minimum(task, hyper, tokens, activation: str, forms, maxiter: int 
     from bayes_attn.theory._lbfgs import lbfgs
 
     V, n = task.V, task.n_features
-    data = blocked_data(task, tokens)
+    data = blocked_data(task, tokens) if data is None else data
 
     def U(y):
         return blocked_potential(_flat(*symmetrise(*_forms(y, n), V)), data, blocked_scales(hyper),
@@ -215,7 +217,8 @@ def symmetry_start(task, name: str, seed: int, study=None) -> dict:
             "M2": scale * jax.random.normal(k2, (2 * n, 2 * n))}  # fmt: skip
 
 
-def asymmetric_hessian(task, hyper, tokens, activation: str, forms, chunk: int = 20):
+def asymmetric_hessian(task, hyper, tokens, activation: str, forms, chunk: int = 20, *,
+                       data=None):  # fmt: skip
     """The eigenvalues (ascending) of the potential's Hessian at ``forms`` restricted to the
     token-asymmetric forms (the complement of :func:`symmetrise`'s projection), by exact
     Hessian-vector products of the blocked potential, ``chunk`` at a time.
@@ -223,9 +226,10 @@ def asymmetric_hessian(task, hyper, tokens, activation: str, forms, chunk: int =
     On a dataset closed under relabelling the Hessian at a token-symmetric point has no block
     between symmetric and asymmetric forms, so a symmetric point whose asymmetric block is
     positive is a minimum, not a saddle; the prior's own curvature, chi / g_W, is the reference.
-    Returns ``(eigenvalues, dimension of the asymmetric forms)``."""
+    ``data``: ``tokens``' :func:`~bayes_attn.experiments.induction.blocked_data`, where the caller
+    has it. Returns ``(eigenvalues, dimension of the asymmetric forms)``."""
     V, n = task.V, task.n_features
-    data = blocked_data(task, tokens)
+    data = blocked_data(task, tokens) if data is None else data
     x = _flat(jnp.asarray(forms[0]), jnp.asarray(forms[1]))
     S = np.asarray(jax.vmap(lambda v: _flat(*symmetrise(*_forms(v, n), V)))(jnp.eye(x.size)))
     w, Q = np.linalg.eigh(np.eye(x.size) - 0.5 * (S + S.T))
@@ -238,13 +242,11 @@ def asymmetric_hessian(task, hyper, tokens, activation: str, forms, chunk: int =
     return np.linalg.eigvalsh(0.5 * (H + H.T)), Q.shape[1]
 
 
-def _search(task, hyper, tokens, activation, start, maxiter):
-    """The study's MAP search (trust-krylov, difference products, the blocked potential) from
-    one start: ``(x, U, converged)``."""
+def _search(task, hyper, tokens, activation, start, maxiter, data):
+    """The study's MAP search (trust-krylov, difference products, the blocked potential on
+    ``data``, ``tokens``' :func:`blocked_data`) from one start: ``(x, U, converged)``."""
     from bayes_attn.inference.potential import find_modes
     from bayes_attn.models.two_layer import two_layer_kernel_model
-
-    data = blocked_data(task, tokens)
 
     def fg(x):
         return blocked_value_and_grad(x, data, blocked_scales(hyper), activation=activation)
@@ -319,12 +321,13 @@ def check_study_map(options: dict) -> dict:
     return options
 
 
-def _run(task, hyper, act, tokens, start, maxiter, study):
+def _run(task, hyper, act, tokens, start, maxiter, study, data):
     if start == "floor":
-        m = symmetric_minimum(task, hyper, tokens, act, (study["M1"], study["M2"]), maxiter)
+        m = symmetric_minimum(task, hyper, tokens, act, (study["M1"], study["M2"]), maxiter,
+                              data=data)  # fmt: skip
         return (m["M1"], m["M2"]), m["U"], m["converged"]
     return _search(task, hyper, tokens, act, symmetry_start(task, start, study["seed"], study),
-                   maxiter)  # fmt: skip
+                   maxiter, data)  # fmt: skip
 
 
 def symmetry_point(cfg, pt, task, hyper) -> dict:
@@ -341,13 +344,14 @@ def symmetry_point(cfg, pt, task, hyper) -> dict:
     study = {"seed": seed}
     if any(r.endswith((":map", ":floor")) for r in runs):
         study.update(study_map(task, hyper, act, P, seed, o["maps"], o["map_maxiter"]))
-    rows, forms, datas = {}, {}, {}
+    rows, forms = {}, {}
+    datas = {k: symmetry_data(task, k, P, seed) for k in {r.split(":")[0] for r in runs}}
+    blocked = {k: blocked_data(task, t) for k, t in datas.items()}  # once for all the runs
     for r in runs:
         data, start = r.split(":")
-        tokens = datas.setdefault(data, symmetry_data(task, data, P, seed))
+        tokens, d = datas[data], blocked[data]
         t0 = time.perf_counter()
-        (M1, M2), U, ok = _run(task, hyper, act, tokens, start, o["maxiter"], study)
-        d = blocked_data(task, tokens)
+        (M1, M2), U, ok = _run(task, hyper, act, tokens, start, o["maxiter"], study, d)
 
         def vg(x, d=d):
             return blocked_value_and_grad(x, d, blocked_scales(hyper), activation=act)
@@ -385,7 +389,8 @@ def symmetry_point(cfg, pt, task, hyper) -> dict:
     )
     if o["hessian"]:
         t0 = time.perf_counter()
-        lam, dim = asymmetric_hessian(task, hyper, datas["sym"], act, forms["sym:floor"])
+        lam, dim = asymmetric_hessian(task, hyper, datas["sym"], act, forms["sym:floor"],
+                                      data=blocked["sym"])  # fmt: skip
         low = np.full(o["hessian"], np.nan)
         low[: min(o["hessian"], lam.size)] = lam[: o["hessian"]]
         out.update(hessian_low=(("eigen",), low), hessian_high=((), np.asarray(lam[-1])),

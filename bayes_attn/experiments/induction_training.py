@@ -64,7 +64,7 @@ TRAINING_DEFAULTS = {
     "batch_size": 64,  # sequences per Adam step (0: the full batch)
     "num_test": 300,
     "train_embeddings": True,
-    "doubly_stochastic": [0, 1],  # 1: doubly-stochastic chains (the file's dim of that name)
+    "doubly_stochastic": [0, 1],  # 1: doubly-stochastic chains (the file's dim: False/True)
     "llc_every": 0,  # k > 0: the LLC at w(t) of every k-th recorded step (0: none)
     "llc_chains": 4,  # its SGLD chains, draws and burn-in (LLCSettings' defaults otherwise)
     "llc_draws": 200,
@@ -151,28 +151,32 @@ def training_point(cfg, pt, task, hyper) -> dict:
     )
     src = parse_tokens(cfg.tokens)
     curves, llcs = [], []
+    keep = _snapshot_steps(settings, o["llc_every"]) if o["llc_every"] else None
     for flag in o["doubly_stochastic"]:
         t = InductionTask(task.L, task.V, dataclasses.replace(src, doubly_stochastic=bool(flag)))
         r = train_adam(t, hyper, pt["activation"], o["d_model"], int(pt["P"]), members=1,
-                       seed=int(pt["seed"]), settings=settings, progress=False)  # fmt: skip
+                       seed=int(pt["seed"]), settings=settings, keep_params_at=keep,
+                       progress=False)  # fmt: skip
         curves.append(r.isel(member=0))
-        if o["llc_every"]:
+        if o["llc_every"]:  # the snapshots' weights are this run's (keep_params_at)
             llcs.append(llc_along_training(t, hyper, pt["activation"], o["d_model"], int(pt["P"]),
                                            seed=int(pt["seed"]), settings=settings,
-                                           every=o["llc_every"], **_llc_options(o)))  # fmt: skip
+                                           every=o["llc_every"], fit=r, **_llc_options(o)))  # fmt: skip
+    # the source axis is labelled by its flags (files before 2026-12-07: by the list's index)
+    ds = {"doubly_stochastic": np.array([bool(f) for f in o["doubly_stochastic"]])}
     out = {"train_step": (("chunk",), curves[0].step.values.astype(float))}
     for name in _SERIES:
-        out[name] = (("doubly_stochastic", "chunk"), np.stack([c[name].values for c in curves]))
+        out[name] = (("doubly_stochastic", "chunk"), np.stack([c[name].values for c in curves]), ds)
     for name in _REFS:
-        out[name] = (("doubly_stochastic",), np.array([c.attrs[name] for c in curves]))
+        out[name] = (("doubly_stochastic",), np.array([c.attrs[name] for c in curves]), ds)
     marks = [
         plateau(c.step.values, c.test_loss.values, *(c.attrs[k] for k in _REFS[::-1]))
         for c in curves
     ]
     for name in ("entry_step", "jump_step", "plateau_steps"):
-        out[name] = (("doubly_stochastic",), np.array([m[name] for m in marks]))
+        out[name] = (("doubly_stochastic",), np.array([m[name] for m in marks]), ds)
     for name in _LLC_VARS if llcs else ():
-        out[name] = (("doubly_stochastic", "chunk"), np.stack([r[name] for r in llcs]))
+        out[name] = (("doubly_stochastic", "chunk"), np.stack([r[name] for r in llcs]), ds)
     return out
 
 
@@ -182,17 +186,12 @@ def _llc_options(o: dict) -> dict:
             "num_burnin": o["llc_burnin"]}  # fmt: skip
 
 
-def _training_weights(task, hyper, activation, d_model, P, seed, settings, step) -> tuple:
-    """(weights, held-out loss) after ``step`` steps of the run ``train_adam(..., seed=seed,
-    settings=settings)``: the same run stopped there (its keys are folded with the step, its
-    learning rate constant, so the first ``step`` steps are the long run's)."""
-    from bayes_attn.inference.adam import train_adam
-
-    short = dataclasses.replace(settings, max_steps=int(step))
-    r = train_adam(task, hyper, activation, d_model, P, members=1, seed=seed, settings=short,
-                   return_params=True, progress=False)  # fmt: skip
-    names = ("W_emb", "p", "W_G1", "W_G2", "W_O")
-    return {n: np.asarray(r[n].values[0]) for n in names}, float(r.test_loss.values[0, -1])
+def _snapshot_steps(settings, every: int) -> list[int]:
+    """The recorded steps of every ``every``-th record of a run with ``settings`` (train_adam
+    records after each chunk, the last rounded up to a whole chunk)."""
+    chunk = min(settings.chunk, settings.max_steps)
+    records = -(-settings.max_steps // chunk)
+    return [(i + 1) * chunk for i in range(every - 1, records, every)]
 
 
 def _training_tokens(task, P: int, seed: int):
@@ -206,34 +205,43 @@ def _training_tokens(task, P: int, seed: int):
 
 
 def llc_along_training(task, hyper, activation: str, d_model: int, P: int, *, seed: int,
-                       settings, every: int, **llc) -> dict:  # fmt: skip
+                       settings, every: int, fit=None, **llc) -> dict:  # fmt: skip
     """The LLC at Adam's weights w(t) of every ``every``-th record of the run
     ``train_adam(task, hyper, activation, d_model, P, members=1, seed=seed, settings=settings)``.
 
-    Each snapshot retrains the run up to its step (``_training_weights``) and runs
-    :func:`~bayes_attn.inference.llc.run_llc` (SGLD, ``llc``: fields of
+    The weights w(t) are that one run's at its records (``train_adam``'s ``keep_params_at``):
+    ``fit``, the run's result kept at the snapshots' steps, or (None) the run trained here once.
+    Each snapshot runs :func:`~bayes_attn.inference.llc.run_llc` (SGLD, ``llc``: fields of
     :class:`~bayes_attn.inference.llc_settings.LLCSettings`, its defaults otherwise: γ = 100,
     nβ = n / log n, the curvature step) on
     :func:`~bayes_attn.models.two_layer.two_layer_network_model` with the run's training set
     (held embeddings stay held: the model's ``embeddings``), localized at w(t), seeded by
     ``fold_in(run_key(seed), step)``. Returns ``{name: (records,)}`` of ``llc``, ``llc_mcse``,
     ``llc_rhat``, ``llc_grad_norm`` (|∇L_n(w(t))|), ``llc_acceptance``, ``llc_step`` and
-    ``test_loss`` (the short run's last record), NaN at the records without a snapshot.
+    ``test_loss`` (the run's record at w(t)), NaN at the records without a snapshot.
     """
     import jax
 
     from bayes_attn.analysis.llc import llc_estimate
+    from bayes_attn.inference.adam import train_adam
     from bayes_attn.inference.llc import run_llc
     from bayes_attn.keys import run_key
     from bayes_attn.models.two_layer import two_layer_network_model
 
     every = check_int("llc_every", every, 1)
-    records = -(-settings.max_steps // settings.chunk)  # train_adam rounds up to whole chunks
+    chunk = min(settings.chunk, settings.max_steps)
+    records = -(-settings.max_steps // chunk)  # train_adam rounds up to whole chunks
+    snapshots = _snapshot_steps(settings, every)
+    if fit is None:
+        fit = train_adam(task, hyper, activation, d_model, P, members=1, seed=seed,
+                         settings=settings, keep_params_at=snapshots, progress=False)  # fmt: skip
     tokens = _training_tokens(task, P, seed)
     out = {name: np.full(records, np.nan) for name in (*_LLC_VARS, "test_loss")}
-    for i in range(every - 1, records, every):
-        step = min((i + 1) * settings.chunk, settings.max_steps)
-        w, test_loss = _training_weights(task, hyper, activation, d_model, P, seed, settings, step)
+    for recorded in snapshots:
+        i, step = recorded // chunk - 1, min(recorded, settings.max_steps)  # step: the key's fold
+        at = fit.isel(member=0).sel(params_step=recorded)
+        w = {n: np.asarray(at[f"{n}_at"].values) for n in ("W_emb", "p", "W_G1", "W_G2", "W_O")}
+        test_loss = float(at.test_loss.sel(step=recorded, method="pad"))  # stopped: held
         kw = {}
         if not settings.train_embeddings:
             kw["embeddings"] = (w.pop("W_emb"), w.pop("p"))

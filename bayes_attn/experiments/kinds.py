@@ -33,7 +33,8 @@ class Kind:
     ----------
     point : callable or str
         ``point(cfg, pt, task, hyper) -> {name: (extra dims, array)}`` at the grid point ``pt``
-        (a dict of activation, L, V, P, seed), or its ``"module:function"``.
+        (a dict of activation, L, V, P, seed), or its ``"module:function"``; an entry
+        ``(extra dims, array, {dim: coordinate})`` labels those dims (default: their index).
     defaults : dict, callable or str
         The options the kind accepts, with their defaults (a zero-argument function returning
         them, or its ``"module:name"``, which may also name a dict).

@@ -242,7 +242,7 @@ def read_sweep_table(path, quick: bool = False) -> dict:
 
 
 def compute_point(cfg: SweepConfig, index: tuple, point: dict) -> dict:
-    """The results at one grid point: name -> (extra dims, array)."""
+    """The results at one grid point: name -> (extra dims, array[, {dim: coordinate}])."""
     task = CopyTask(point["L"], point["V"], cfg.tokens)
     hyper = Hyper(**cfg.hyper)
     return resolve(kind_spec(cfg.kind).point)(cfg, point, task, hyper)
@@ -321,11 +321,12 @@ _FOLDED = (
 
 
 def _store(ds: xr.Dataset, cfg: SweepConfig, index: tuple, result: dict) -> xr.Dataset:
-    for name, (dims, value) in result.items():
+    for name, (dims, value, *coords) in result.items():
         value = np.asarray(value, dtype=float)
         if name not in ds:
             shape = cfg.shape + value.shape
             extra = {d: np.arange(n) for d, n in zip(dims, value.shape, strict=True)}
+            extra.update(coords[0] if coords else {})  # a dim's own labels, else its index
             da = xr.DataArray(np.full(shape, np.nan), dims=GRID + tuple(dims))
             ds[name] = da.assign_coords(extra)
             ds[name].attrs.update(_describe(name, cfg.kind))

@@ -206,9 +206,10 @@ def adam_settings(settings: AdamSettings | None = None, **changes) -> AdamSettin
 # The trainer
 
 
-def _history(runs, net: AdamNetwork, return_params: bool):
+def _history(runs, net: AdamNetwork, return_params: bool, keep: tuple = ()):
     """The data variables of :func:`train_adam`'s result from its member groups' runs (records,
-    steps, stopped_at, final weights), and the recorded steps."""
+    steps, stopped_at, final weights, the weights at the steps ``keep``), and the recorded
+    steps."""
     # a group that stopped early holds still: repeat its last record up to the longest group
     steps = max((r[1] for r in runs), key=len)
     records = [
@@ -227,6 +228,9 @@ def _history(runs, net: AdamNetwork, return_params: bool):
     if return_params:
         for name, w in final_params.items():
             data[name] = (("member", *net.dims(name)), np.asarray(w))
+    for name in runs[0][4][keep[0]] if keep else ():
+        w = [np.concatenate([r[4][t][name] for r in runs]) for t in keep]
+        data[f"{name}_at"] = (("member", "params_step", *net.dims(name)), np.stack(w, axis=1))
     return data, steps
 
 
@@ -263,6 +267,7 @@ def train_adam(
     init=None,
     settings: AdamSettings | None = None,
     return_params: bool = False,
+    keep_params_at=None,
     progress: bool = True,
     devices=None,
     memory_limit: int | str | None = None,
@@ -293,6 +298,11 @@ def train_adam(
         it.
     return_params : bool
         Also store the final parameters (dims ``member`` plus the weight's own).
+    keep_params_at : sequence of int, optional
+        Recorded steps (multiples of ``chunk``, the last one rounded up as ``max_steps`` is) at
+        which to store every weight ``W`` too, as ``W_at`` with dims (member, params_step, the
+        weight's own): the weights of this one run along its training (a member that stopped
+        early holds its weights). Nothing else in the result changes.
     devices : sequence of jax.Device, optional
         The member axis is split over these (default: all local devices); each runs its members
         one after another (:func:`bayes_attn.inference.sharding.sharded_map`). Results match a
@@ -326,6 +336,7 @@ def train_adam(
     members = check_int("members", members, 1)
     lo, hi = _member_range(member_range, members)
     s = _for_run(s, P)
+    keep = _keep_steps(keep_params_at, s)
     mesh = member_mesh(devices)
     group = _group_size(task, d_model, P, hi - lo, s, mesh, memory_limit, test_tokens)
     rng, seed, key_attrs = resolve_key(key, seed)
@@ -333,12 +344,28 @@ def train_adam(
     tokens, test_tokens = _datasets(task, P, members, tokens, test_tokens, s.num_test, keys)
     data = (tokens, test_tokens, init)
     run = _ensemble(task, hyper, activation, d_model, members, s, keys, data, mesh, return_params)
+    run = run._replace(keep_at=keep)
     groups = [slice(a, min(a + group, hi)) for a in range(lo, hi, group)]
     runs = _train_groups(run, groups, f"adam {activation} P={P}", progress)
-    data, steps = _history(runs, run.net, return_params)
+    data, steps = _history(runs, run.net, return_params, keep)
     attrs = _attrs(run, seed, activation, P, s, key_attrs, len(steps), len(groups))
     coords = {"member": np.arange(lo, hi), "step": np.asarray(steps)}
+    coords.update({"params_step": np.asarray(keep)} if keep else {})
     return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def _keep_steps(steps, s: AdamSettings) -> tuple:
+    """``keep_params_at`` checked: distinct recorded steps of a run with settings ``s``, sorted."""
+    if steps is None:
+        return ()
+    chunk = min(s.chunk, s.max_steps)
+    recorded = range(chunk, -(-s.max_steps // chunk) * chunk + 1, chunk)
+    keep = sorted({check_int("keep_params_at", t, 1) for t in steps})
+    bad = [t for t in keep if t not in recorded]
+    if bad:
+        raise ValueError(f"keep_params_at: {bad} are not recorded steps (multiples of chunk "
+                         f"{chunk} up to {recorded[-1]})")  # fmt: skip
+    return tuple(keep)
 
 
 def _ensemble(task, hyper, activation, d_model, members, s, keys, data, mesh, return_params):
@@ -485,6 +512,7 @@ class _Ensemble(NamedTuple):
     chunk: int
     max_steps: int
     return_params: bool
+    keep_at: tuple = ()  # the steps whose weights are kept (train_adam's keep_params_at)
 
 
 def _start(run: _Ensemble, idx: slice, whole: bool) -> dict:
@@ -497,7 +525,8 @@ def _start(run: _Ensemble, idx: slice, whole: bool) -> dict:
 def _train_group(run: _Ensemble, idx: slice, bar):
     """Train members ``idx``; their keys are those of the whole ensemble, so the results do not
     depend on the grouping. Returns the chunks' observables, the step after each chunk, each
-    member's stopping step and (with ``return_params``) its final weights."""
+    member's stopping step, (with ``return_params``) its final weights and the weights at the
+    steps ``run.keep_at``."""
     n = idx.stop - idx.start
     whole = n == run.members  # one group: no slicing; one device: no padding, no placement
     start = _start(run, idx, whole)
@@ -509,7 +538,7 @@ def _train_group(run: _Ensemble, idx: slice, bar):
     params, opt_state, data, frozen = shard_leading(state, run.mesh)
     size = run.mesh.size
     trim = (lambda tree: tree) if n % size == 0 else (lambda tree: unpad_leading(tree, n))
-    records, steps = [], []
+    records, steps, kept = [], [], {}
     step = 0
     while step < run.max_steps:
         keys = jax.random.split(jax.random.fold_in(run.k_run, step), (run.members, run.chunk))
@@ -518,6 +547,8 @@ def _train_group(run: _Ensemble, idx: slice, bar):
             params, opt_state, keys, data, frozen, run.test_tokens
         )
         step += run.chunk
+        if step in run.keep_at:
+            kept[step] = jax.device_get(trim({**frozen, **params}))
         records.append(jax.device_get(trim(obs)))
         steps.append(step)
         stopped = np.asarray(opt_state[1].stopped_at)[:n] >= 0
@@ -528,8 +559,10 @@ def _train_group(run: _Ensemble, idx: slice, bar):
         if stopped.all():
             break
     bar.update(max(run.max_steps - step, 0))
-    final = jax.device_get(trim({**frozen, **params})) if run.return_params else {}
-    return records, steps, np.asarray(opt_state[1].stopped_at)[:n], final
+    final = jax.device_get(trim({**frozen, **params})) if run.return_params or run.keep_at else {}
+    kept.update({t: final for t in run.keep_at if t not in kept})  # stopped early: held still
+    final = final if run.return_params else {}
+    return records, steps, np.asarray(opt_state[1].stopped_at)[:n], final, kept
 
 
 def merge_ensembles(parts) -> xr.Dataset:

@@ -19,15 +19,23 @@ from _study import arguments, open_study, save, setting
 from bayes_attn.analysis.induction_tables import plateau_table, training_llc_table
 from bayes_attn.plotting.plots import induction_training, induction_training_llc
 
+
+def source_flags(ds):
+    """``ds`` with its doubly_stochastic axis labelled 0/1 by the flags: a sweep writes the flags
+    (True/False) as its coordinate; files before 2026-12-07 hold the index into the option's
+    list there, labelled by the option's flags."""
+    flags = ds.doubly_stochastic.values
+    if flags.dtype != bool:
+        flags = setting(ds, "doubly_stochastic", list(flags))
+    return ds.assign_coords(doubly_stochastic=np.asarray(flags, dtype=int))
+
+
 if __name__ == "__main__":
     ap = arguments(__doc__)
     ap.add_argument("path")
     ap.add_argument("--fig", default="docs/figures/induction/training.png")
     args = ap.parse_args()
-    ds = open_study(args.path, keep=("seed",)).squeeze("activation")
-    # the file's doubly_stochastic axis is the index into the option's list: label it by the flags
-    flags = setting(ds, "doubly_stochastic", list(ds.doubly_stochastic.values))
-    ds = ds.assign_coords(doubly_stochastic=np.asarray(flags, dtype=int))
+    ds = source_flags(open_study(args.path, keep=("seed",)).squeeze("activation"))
     print(plateau_table(ds))
     if "llc" in ds:
         print(training_llc_table(ds))
