@@ -169,6 +169,13 @@ def stationary(T):
     return pi / jnp.sum(pi, axis=-1, keepdims=True)
 
 
+@functools.partial(jax.jit, static_argnames=("P", "L", "V"))
+def _randint(key, P: int, L: int, V: int):
+    """``jax.random.randint(key, (P, L), 0, V)`` compiled as one program (the same bits; called
+    op by op, eagerly, it took up to 1.7 times as long: ``benchmarks/bench_tokens.py``)."""
+    return jax.random.randint(key, (P, L), 0, V, dtype=jnp.int32)
+
+
 @functools.partial(jax.jit, static_argnames=("P", "L"))
 def _iid(key, cdf, P: int, L: int):
     u = jax.random.uniform(key, (P, L), dtype=cdf.dtype)
@@ -329,7 +336,7 @@ class Uniform(TokenSource):
         return "uniform"
 
     def sample(self, key, P: int, L: int, V: int) -> jax.Array:
-        return jax.random.randint(key, (P, L), 0, V, dtype=jnp.int32)
+        return _randint(key, int(P), int(L), int(V))
 
 
 @dataclasses.dataclass(frozen=True)
