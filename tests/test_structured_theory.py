@@ -197,3 +197,29 @@ def test_level1_map_agrees_with_the_iid_level2_saddle_in_the_copy_phase():
     assert abs(fit.c1 - sd.c1) < 0.01
     assert abs(fit.cG - sd.cG) < 0.03
     assert fit.token_residual < 0.1
+
+
+def test_same_jump_finds_a_window_between_two_grid_points():
+    """The weak branch (followed up) jumps up and the strong one (followed down) jumps down in the
+    same interval: a coexistence window narrower than the grid's spacing; a continuous path, or
+    jumps in different intervals, is not one."""
+    weak = np.array([0.3, 0.4, 0.5, 3.2, 3.4])
+    strong = np.array([0.3, 0.4, 0.5, 3.2, 3.4])
+    assert st._same_jump(weak, strong) == 2
+    assert st._same_jump(np.linspace(0.3, 3.4, 5), np.linspace(0.3, 3.4, 5)) is None
+    assert st._same_jump(weak, np.array([0.3, 0.4, 3.1, 3.2, 3.4])) is None
+    assert st._same_jump(np.array([1.0]), np.array([1.0])) is None
+
+
+@pytest.mark.slow
+def test_general_first_order_resolves_a_window_the_grid_steps_over():
+    """A global chain's coexistence window (about 278-306 for markov:alpha=0.3,seed=0) lies between
+    two points of the grid 100..1000 of 13 (ratio 1.21: 261, 316): the search refines the interval
+    where both branches jump and finds the P* that a grid through the window finds (287.22,
+    docs/validation.md "Level 2 for structured tokens"), to the root finder's tolerance."""
+    task = CopyTask(25, 5, Markov.dirichlet(0.3, 0))
+    coarse = st.general_first_order(task, HYPER, 100.0, 1000.0)
+    fine = st.general_first_order(task, HYPER, 150.0, 600.0)
+    assert fine["first_order"] == pytest.approx(287.22, abs=0.01)
+    assert coarse["first_order"] == pytest.approx(fine["first_order"], abs=1e-5)
+    assert coarse["aG_weak"] < 1.0 < 3.0 < coarse["aG_strong"]

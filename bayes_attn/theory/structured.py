@@ -403,11 +403,24 @@ def _branches(task, hyper, grid, K_weak, K_strong):
     return weak, strong, np.abs(strong["cG"] - weak["cG"]) > 0.1 * scale
 
 
+def _same_jump(cG_weak, cG_strong, jump: float = 1.0):
+    """The grid interval i (between points i and i + 1) where the weak branch, followed up,
+    jumps up by more than ``jump`` in cG (aG), and the strong branch, followed down, jumps down
+    in the same interval: a coexistence window that falls between two grid points. None where
+    the largest jumps differ or are smaller."""
+    up, down = np.diff(cG_weak), np.diff(cG_strong)
+    if not up.size:
+        return None
+    i, k = int(np.argmax(up)), int(np.argmax(down))
+    return i if i == k and up[i] > jump and down[k] > jump else None
+
+
 def general_first_order(task, hyper, P_lo: float, P_hi: float, n: int = 13) -> dict:
     """The softmax first-order point of :func:`action_general`: the weak-copy branch followed up
     from ``P_lo`` (start K = 0), the strong-copy branch down from ``P_hi`` (start: the i.i.d.
     saddle), both on a geometric grid of ``n`` points, then again on ``n`` points spanning the
-    coexistence seen (so that a window narrower than the grid's spacing is resolved); where both
+    coexistence seen, or the one interval where both branches jump when no grid point shows two
+    minima (so that a window narrower than the grid's spacing is resolved); where both
     minima exist, the P of equal action by root finding (each evaluation re-minimised from the
     nearest grid point).
 
@@ -423,6 +436,10 @@ def general_first_order(task, hyper, P_lo: float, P_hi: float, n: int = 13) -> d
     idx = np.flatnonzero(both)
     if idx.size and 0 < idx[0] and idx[-1] < n - 1:
         i, j = idx[0] - 1, idx[-1] + 1
+    else:  # a window narrower than the spacing: both branches jump in the same interval
+        i = j = _same_jump(weak["cG"], strong["cG"])
+        j = None if j is None else j + 1
+    if i is not None and j is not None:
         grid = np.geomspace(grid[i], grid[j], n)
         weak, strong, both = _branches(task, hyper, grid, weak["K"][i], strong["K"][j])
         idx = np.flatnonzero(both)
