@@ -10,18 +10,21 @@ measures the load):
 - **new**: :func:`~bayes_attn.experiments.induction.map_search` as the sweep runs it
   (``method="l-bfgs"``: L-BFGS on the potential in blocks of sequences,
   :func:`~bayes_attn.experiments.induction.blocked_potential`, compiled once per P and
-  activation), then its reading (:func:`~bayes_attn.experiments.induction.map_reading`:
-  held-out scores and references);
-- **old** (the baseline, ``--baseline trust-krylov``, the default): the search before, the same
+  activation, stopped at the gradient of
+  :data:`~bayes_attn.experiments.induction.LBFGS_XTOL`), then its reading
+  (:func:`~bayes_attn.experiments.induction.map_reading`: held-out scores and references);
+- **old** (the baseline, ``--baseline floor``, the default): the search before, the same L-BFGS
+  run to the float64 floor (``xtol=None``), plus its own reading, compared with the new one's
+  (potentials, scores, losses); ``--baseline trust-krylov``: the search before that, the same
   blocked potential under ``find_modes``' trust region with Krylov products by differences of
-  gradients (``method="trust-krylov"``), plus its own reading, compared with the new one's
-  (potentials, scores, losses); ``--baseline model``: the search before that,
+  gradients (``method="trust-krylov"``), also with its own reading; ``--baseline model``:
   :func:`~bayes_attn.inference.potential.find_modes` differentiating the NumPyro model's
   potential (compiled per point), the new reading charged to it.
 
 It prints per point the CPU seconds, the optimiser's calls (gradients + difference products, both
-starts), the modes' potentials from both starts under each (they must agree to the optimiser's
-tolerance) and, from fits of the seconds per call (a + b P) and of the calls (k0 + k1 P), both
+starts) and the CPU seconds spent inside them (the rest is the optimiser's own work, the starts,
+the reading and Python), the modes' potentials from both starts under each (they must agree to
+the optimiser's tolerance) and, from fits of the seconds per call (a + b P) and of the calls (k0 + k1 P), both
 linear in P (at least three P), the full study's 72 points (12 P x 3 seeds x 2 activations) projected for
 each and their ratio (an extrapolation to P = 8000 from the P measured). One untimed small point
 first takes the one-time compilations (sampling, the reading) out of the timings, and before each P the costs both
@@ -31,8 +34,12 @@ every point), while the blocked potential's, which both ``map_search`` methods s
 and activation), is paid untimed before each P.
 
 Run: ``.venv/bin/python benchmarks/bench_induction_map.py [--P 100 300 1000] [--no-old]
-[--baseline trust-krylov|model]``;
-``--gradients 1000 8000 --P`` times one gradient each way at those P instead.
+[--baseline floor|trust-krylov|model]``;
+``--gradients 1000 8000 --P`` times one gradient each way at those P instead: the model's
+potential, the blocked one, the blocked one in float32 (the lever measured and not taken:
+attention and the design's products in float32, their sums and the Cholesky factor in float64)
+and the three datasets of a P in one vmapped call against three calls (the other lever not
+taken).
 The numbers in docs/performance.md ("Induction head: the study's MAP sweep") came from it.
 """
 
@@ -50,7 +57,7 @@ jax.config.update("jax_enable_x64", True)
 from bayes_attn.experiments.induction import map_reading, map_search  # noqa: E402
 from bayes_attn.induction import InductionTask  # noqa: E402
 from bayes_attn.inference.potential import find_modes  # noqa: E402
-from bayes_attn.models.two_layer import two_layer_kernel_model  # noqa: E402
+from bayes_attn.models.two_layer import forward, two_layer_kernel_model  # noqa: E402
 from bayes_attn.task import Hyper  # noqa: E402
 from bayes_attn.tokens import parse_tokens  # noqa: E402
 
@@ -69,13 +76,17 @@ class Counter:
 
         self.optimize, self.minimize = optimize, optimize.minimize
         self.calls = {"fun": 0, "hessp": 0}
+        self.seconds = 0.0
 
     def __enter__(self):
         def counted(fun, x0, **kw):
             def wrap(name, f):
                 def g(*a):
                     self.calls[name] += 1
-                    return f(*a)
+                    t0 = time.process_time()
+                    out = f(*a)
+                    self.seconds += time.process_time() - t0
+                    return out
 
                 return g
 
@@ -84,6 +95,7 @@ class Counter:
             return self.minimize(wrap("fun", fun), x0, **kw)
 
         self.calls.update(fun=0, hessp=0)
+        self.seconds = 0.0
         self.optimize.minimize = counted
         return self
 
@@ -128,22 +140,24 @@ def point(task, hyper, P: int, activation: str, seed: int, old: str | None) -> d
         t1 = time.process_time()
         out["reading_new"] = map_reading(task, hyper, activation, s)[0]
         t2 = time.process_time()
-    out.update(
-        new=t2 - t0, reading=t2 - t1, calls_new=str(c), U_new=[m.U for m in s["modes"].values()]
-    )
+    out.update(new=t2 - t0, reading=t2 - t1, calls_new=str(c), in_calls_new=c.seconds,
+               U_new=[m.U for m in s["modes"].values()])  # fmt: skip
     if old == "model":
         with Counter() as c:
             t0 = time.process_time()
             out["U_old"] = old_search(task, hyper, activation, s)
             out["old"] = time.process_time() - t0 + out["reading"]
-        out["calls_old"] = str(c)
+        out.update(calls_old=str(c), in_calls_old=c.seconds)
     elif old:
+        search = {"floor": {"method": "l-bfgs", "xtol": None}, "trust-krylov": {}}[old]
         with Counter() as c:
             t0 = time.process_time()
-            s = map_search(task, hyper, P, activation, seed=seed, method="trust-krylov", **OPTIONS)
+            s = map_search(task, hyper, P, activation, seed=seed, **search, **OPTIONS)
             out["reading_old"] = map_reading(task, hyper, activation, s)[0]
             out["old"] = time.process_time() - t0
-        out.update(calls_old=str(c), U_old=[m.U for m in s["modes"].values()])
+        out.update(
+            calls_old=str(c), in_calls_old=c.seconds, U_old=[m.U for m in s["modes"].values()]
+        )
     return out
 
 
@@ -175,11 +189,65 @@ def project(Ps, seconds, calls) -> tuple[np.ndarray, np.ndarray, float]:
     )
 
 
+def blocked_potential_f32(x, data: dict, scales, activation: str):
+    """:func:`~bayes_attn.experiments.induction.blocked_potential` with the forms, the features,
+    both layers' attention and each block's products in float32, the sums over blocks, the
+    Cholesky factor and the prior in float64 (the float32 lever, not taken)."""
+    from bayes_attn.theory.action import woodbury_evidence
+
+    chi, g_w, g_o, sigma2 = scales
+    psi, y = data["psi"], data["y"]
+    n, V = psi.shape[-1], y.shape[-1]
+    f32, f64 = (lambda a: a.astype(jax.numpy.float32)), (lambda a: a.astype(jax.numpy.float64))
+    M1, M2 = f32(x[: n * n].reshape(n, n)), f32(x[n * n :].reshape(2 * n, 2 * n))
+
+    @jax.checkpoint
+    def add_block(acc, block):
+        ps, yb = f32(block[0]), f32(block[1])
+        Phi, _, _ = forward(M1, M2, ps, activation, True, ("h1", "h2"))
+        H, rows = Phi[:, :-1].reshape(-1, 3 * n), ps[:, :-1].reshape(-1, n)
+        return (acc[0] + f64(rows.T @ H), acc[1] + f64(H.T @ H),
+                acc[2] + f64(H.T @ yb.reshape(-1, V))), None  # fmt: skip
+
+    zero = (
+        jax.numpy.zeros((n, 3 * n)),
+        jax.numpy.zeros((3 * n, 3 * n)),
+        jax.numpy.zeros((3 * n, V)),
+    )
+    (SpH, SHH, BH), _ = jax.lax.scan(add_block, zero, (psi, y))
+    G = jax.numpy.block([[data["Spp"], SpH], [SpH.T, SHH]])
+    B = jax.numpy.concatenate([data["Bp"], BH])
+    s_data, logdet = woodbury_evidence(G, B, data["yy"], sigma2, g_o)
+    var = g_w / chi
+    prior = 0.5 * jax.numpy.sum(x**2) / var + 0.5 * x.size * jax.numpy.log(2 * jax.numpy.pi * var)
+    return chi * s_data + logdet + prior
+
+
+def best_of(f, x, times: int = 4) -> tuple[float, float, object]:
+    """CPU seconds of ``f(x)``'s first call (compilation), the best of ``times`` after it, and
+    its value."""
+    t0 = time.process_time()
+    out = jax.block_until_ready(f(x))
+    first, best = time.process_time() - t0, np.inf
+    for _ in range(times):
+        t0 = time.process_time()
+        jax.block_until_ready(f(x))
+        best = min(best, time.process_time() - t0)
+    return first, best, out
+
+
 def gradients(task, hyper, P: int, activation: str) -> None:
     """One value and gradient at ``P`` (near the circuit): the model's potential differentiated
     against :func:`~bayes_attn.experiments.induction.blocked_potential`, CPU ms, the first call
-    (compilation) and the best of 4 after it."""
-    from bayes_attn.experiments.induction import blocked_data, blocked_value_and_grad, circuit
+    (compilation) and the best of 4 after it; then the two levers not taken against the blocked
+    gradient: float32 (:func:`blocked_potential_f32`, its value's and gradient's error) and the
+    three datasets of a P (seeds 0-2) in one vmapped call against three calls."""
+    from bayes_attn.experiments.induction import (
+        blocked_data,
+        blocked_potential,
+        blocked_value_and_grad,
+        circuit,
+    )
     from bayes_attn.inference.potential import flat_potential
     from bayes_attn.keys import dataset_key, run_key
 
@@ -187,22 +255,32 @@ def gradients(task, hyper, P: int, activation: str) -> None:
     pot = flat_potential(two_layer_kernel_model, (task, hyper, tokens, activation))
     x = pot.ravel(circuit(task, 1.0)) + 0.05 * jax.random.normal(jax.random.key(1), (pot.dim,))
     data, scales = blocked_data(task, tokens), (hyper.chi, hyper.g_w, hyper.g_o, hyper.sigma2)
+    vg32 = jax.jit(jax.value_and_grad(blocked_potential_f32), static_argnames="activation")
     ways = {"model": jax.jit(jax.value_and_grad(pot.U)),
-            "blocked": lambda x: blocked_value_and_grad(x, data, scales, activation=activation)}  # fmt: skip
-    res = {}
-    for name, f in ways.items():
-        t0 = time.process_time()
-        v = float(jax.block_until_ready(f(x))[0])
-        first, best = time.process_time() - t0, np.inf
-        for _ in range(4):
-            t0 = time.process_time()
-            jax.block_until_ready(f(x))
-            best = min(best, time.process_time() - t0)
-        res[name] = (first, best, v)
-    (f0, m, v0), (f1, b, v1) = res["model"], res["blocked"]
+            "blocked": lambda x: blocked_value_and_grad(x, data, scales, activation=activation),
+            "float32": lambda x: vg32(x, data, scales, activation=activation)}  # fmt: skip
+    res = {name: best_of(f, x) for name, f in ways.items()}
+    (f0, m, (v0, _)), (f1, b, (v1, g1)) = res["model"], res["blocked"]
+    _, b32, (v32, g32) = res["float32"]
     print(f"gradient {activation} P = {P}: model {m * 1e3:.0f} ms (first call {f0:.1f} s), blocked "
           f"{b * 1e3:.0f} ms (first call {f1:.1f} s), x{m / b:.2f}, values within "
           f"{abs(v1 - v0) / abs(v0):.0e} relative")  # fmt: skip
+    print(f"  float32: {b32 * 1e3:.0f} ms, x{b / b32:.2f} against blocked; value within "
+          f"{abs(v32 - v1) / abs(v1):.0e} relative, gradient's largest error "
+          f"{float(np.max(np.abs(g32 - g1))):.1e} (largest entry {float(np.max(np.abs(g1))):.1e})")  # fmt: skip
+    datas = [data] + [blocked_data(task, task.sample(dataset_key(run_key(None, s)), P))
+                      for s in (1, 2)]  # fmt: skip
+    stacked = jax.tree.map(lambda *a: jax.numpy.stack(a), *datas)
+    vg3 = jax.jit(jax.vmap(jax.value_and_grad(blocked_potential), in_axes=(0, 0, None, None)),
+                  static_argnums=3)  # fmt: skip
+    xs = jax.numpy.stack([x, x, x])
+    _, three, _ = best_of(lambda x: [blocked_value_and_grad(x[i], d, scales, activation=activation)
+                                     for i, d in enumerate(datas)], xs)  # fmt: skip
+    _, one, _ = best_of(lambda x: vg3(x, stacked, scales, activation), xs)
+    print(
+        f"  3 datasets: 3 calls {three * 1e3:.0f} ms, one vmapped call {one * 1e3:.0f} ms, "
+        f"x{three / one:.2f}"
+    )
 
 
 def main(argv=None) -> None:
@@ -213,9 +291,10 @@ def main(argv=None) -> None:
     ap.add_argument("--no-old", action="store_true", help="time the new search only")
     ap.add_argument(
         "--baseline",
-        choices=("trust-krylov", "model"),
-        default="trust-krylov",
-        help="the old search: the trust region on the blocked or the model's potential",
+        choices=("floor", "trust-krylov", "model"),
+        default="floor",
+        help="the old search: L-BFGS to the float64 floor, or the trust region on the blocked or "
+        "the model's potential",
     )
     ap.add_argument("--gradients", type=int, nargs="*", default=[], help="time one gradient at P")
     args = ap.parse_args(argv)
@@ -249,10 +328,11 @@ def main(argv=None) -> None:
             r = point(task, hyper, P, activation, args.seed, None if args.no_old else args.baseline)
             rows.append(r)
             line = (f"{activation:7s} P = {P:5d}: new {r['new']:7.1f} CPU s ({r['calls_new']} "
-                    f"calls, reading {r['reading']:.2f} s)")  # fmt: skip
+                    f"calls, {r['in_calls_new']:.1f} s in them; reading {r['reading']:.2f} s)")  # fmt: skip
             if "old" in r:
                 dU = max(abs(a - b) / abs(b) for a, b in zip(r["U_new"], r["U_old"], strict=True))
-                line += (f", old {r['old']:7.1f} CPU s ({r['calls_old']} calls), x{r['old'] / r['new']:.2f}, "
+                line += (f", old {r['old']:7.1f} CPU s ({r['calls_old']} calls, {r['in_calls_old']:.1f} s "
+                         f"in them), x{r['old'] / r['new']:.2f}, "
                          f"potentials from both starts within {dU:.1e} relative")  # fmt: skip
                 if "reading_old" in r:
                     line += reading_change(r["reading_new"], r["reading_old"])

@@ -1,6 +1,8 @@
 """The induction MAP search's blocked potential (issue 43, part 5): the model's potential to
 rounding, and the same modes as the search on the model's own potential."""
 
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -62,10 +64,10 @@ def test_map_search_finds_the_modes_of_the_models_potential():
 
 
 def test_lbfgs_search_finds_the_trust_regions_modes():
-    """``map_search(method="l-bfgs")`` (the ``induction`` sweep's search) against the trust-region
-    search from the same starts: potentials within 1e-9 relative and positions within 1e-6 from
-    each start, the same kept forms; an unknown ``method`` is refused, naming
-    it."""
+    """``map_search(method="l-bfgs")`` (the ``induction`` sweep's search, stopped at the gradient
+    of ``LBFGS_XTOL``, short of the float64 floor) against the trust-region search from the same
+    starts: potentials within 1e-9 relative and positions within 1e-6 from each start, the same
+    kept forms; an unknown ``method`` and a bad ``xtol`` are refused, naming them."""
     tk = map_search(TASK, HYPER, 30, "softmax", seed=2, num_test=50, maxiter=80)
     lb = map_search(TASK, HYPER, 30, "softmax", seed=2, num_test=50, maxiter=80, method="l-bfgs")
     for start in ("zero", "circuit"):
@@ -77,3 +79,26 @@ def test_lbfgs_search_finds_the_trust_regions_modes():
     np.testing.assert_allclose(lb["map"]["M2"], tk["map"]["M2"], atol=1e-6)
     with pytest.raises(ValueError, match="method"):
         map_search(TASK, HYPER, 30, "softmax", method="bfgs")
+    with pytest.raises(ValueError, match="xtol"):
+        map_search(TASK, HYPER, 30, "softmax", method="l-bfgs", xtol=-1.0)
+
+
+def test_induction_kinds_name_their_search():
+    """The kinds' search is the option ``method`` (``induction``: L-BFGS; ``induction_frozen``:
+    the trust region), checked by name; a file's config written before the option existed reads
+    back with the default, as the same sweep (so it resumes)."""
+    from bayes_attn.experiments.kinds import kind_defaults
+    from bayes_attn.experiments.sweep import SweepConfig
+
+    assert kind_defaults("induction")["method"] == "l-bfgs"
+    assert kind_defaults("induction_frozen")["method"] == "trust-krylov"
+    table = {"kind": "induction", "P": [20], "L": [5], "V": [2], "activation": ["softmax"],
+             "seed": [0], "tokens": "icl-markov:alpha=1,start=uniform",
+             "options": {"num_test": 50, "maxiter": 40}}  # fmt: skip
+    cfg = SweepConfig.from_dict(table)
+    assert cfg.options["method"] == "l-bfgs"
+    old = json.loads(cfg.to_json())
+    del old["options"]["method"]  # as a file written before the option holds it
+    assert SweepConfig.from_json(json.dumps(old)).same_grid(cfg)
+    with pytest.raises(ValueError, match="method"):
+        SweepConfig.from_dict({**table, "options": {"method": "bfgs"}})

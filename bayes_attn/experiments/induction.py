@@ -32,6 +32,8 @@ __all__ = [
     "DESCRIPTIONS",
     "BLOCK",
     "INDUCTION_DEFAULTS",
+    "LBFGS_FTOL",
+    "LBFGS_XTOL",
     "SEARCH_ITER",
     "SEARCH_METHODS",
     "START_SCALE",
@@ -160,13 +162,29 @@ SEARCH_ITER = 10
 #: the optimisers of :func:`map_search`
 SEARCH_METHODS = ("trust-krylov", "l-bfgs")
 
+#: L-BFGS's stop in :func:`map_search`, in the forms' units: the gradient's largest entry times
+#: the prior's variance g_W / chi (the step the prior's curvature alone would take), so
+#: ``gtol`` = 9e-6 at the study's preset; or (:data:`LBFGS_FTOL`) a step that lowers the
+#: potential by less than 1e-15 of it. The search then ends within 2e-6 of the float64 floor's
+#: end point in 1.1-1.8 x fewer calls (softmax P = 1000-8000): past it the calls mostly fail line
+#: searches at the floor (docs/performance.md, "Induction head: the study's MAP sweep")
+LBFGS_XTOL = 3e-7
 
-def lbfgs_modes(pot, value_and_grad, starts, maxiter: int) -> list:
+#: the relative decrease of the potential in one L-BFGS step below which :func:`map_search`
+#: stops (scipy's ``ftol``; ~5 float64 ulps): at P >= 3000 the float64 floor of the gradient
+#: lies above ``LBFGS_XTOL``'s
+LBFGS_FTOL = 1e-15
+
+
+def lbfgs_modes(pot, value_and_grad, starts, maxiter: int, gtol: float | None = None,
+                ftol: float = 0.0) -> list:  # fmt: skip
     """The modes of the potential ``pot`` from each of ``starts`` (constrained) by scipy's
     L-BFGS-B (30 corrections) on ``value_and_grad`` (``x -> (U, grad U)``), until the gradient's
-    norm is below 1e-7 or no step lowers the potential in float64 (``ftol=0``), at most
-    ``maxiter`` iterations; ``converged`` reports either stop. A list of
-    :class:`~bayes_attn.inference.potential.Mode`, as
+    largest entry is below ``gtol`` or a step lowers the potential by no more than ``ftol`` of it
+    (0: no step lowers it in float64), at most ``maxiter`` iterations; ``converged`` reports
+    either stop (or a gradient norm below 1e-7). ``gtol=None``: 1e-7 / sqrt(dim), with
+    ``ftol=0`` in effect run to the float64 floor (the search before :data:`LBFGS_XTOL`). A list
+    of :class:`~bayes_attn.inference.potential.Mode`, as
     :func:`~bayes_attn.inference.potential.find_modes` returns them."""
     from scipy import optimize
 
@@ -177,11 +195,12 @@ def lbfgs_modes(pot, value_and_grad, starts, maxiter: int) -> list:
     modes = []
     for start in starts:
         x0 = np.asarray(pot.unconstrain(start), dtype=np.float64)
+        stop = 1e-7 / np.sqrt(x0.size) if gtol is None else check_positive("gtol", gtol)
         if not np.isfinite(fun(x0)[0]):
             raise ValueError("start: the log density is not finite there")
         res = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
                                 options={"maxiter": maxiter, "maxfun": 2 * maxiter, "maxcor": 30,
-                                         "gtol": 1e-7 / np.sqrt(x0.size), "ftol": 0.0})  # fmt: skip
+                                         "gtol": stop, "ftol": ftol})  # fmt: skip
         converged = bool(res.success) or float(np.linalg.norm(res.jac)) < 1e-7
         modes.append(Mode(np.asarray(res.x), float(res.fun), converged, pot))
     return modes
@@ -196,7 +215,8 @@ blocked_value_and_grad = jax.jit(
 
 def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test: int = 2000,
                beta: float = 3.0, maxiter: int = 300, hvp: str = "difference",
-               d_model: int | None = None, method: str = "trust-krylov") -> dict:  # fmt: skip
+               d_model: int | None = None, method: str = "trust-krylov",
+               xtol: float | None = LBFGS_XTOL) -> dict:  # fmt: skip
     """The search behind :func:`induction_map` (and
     :func:`~bayes_attn.experiments.induction_posterior.map_problem`): the dataset ``tokens`` from
     the run key's dataset key, the held-out ``test`` from the run key folded with 1, the two
@@ -213,14 +233,20 @@ def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test:
     ``method="trust-krylov"`` (the default: the trust region of
     :func:`~bayes_attn.inference.potential.find_modes`, ``maxiter`` steps of ~10 gradients
     each); ``"l-bfgs"``, the ``induction`` sweep's, runs L-BFGS on the value and gradient alone
-    (:func:`lbfgs_modes`), at most ``SEARCH_ITER`` x ``maxiter`` iterations: the same modes in
-    1.5-4.3 x fewer calls (docs/performance.md, "Induction head: the study's MAP sweep")."""
+    (:func:`lbfgs_modes`), at most ``SEARCH_ITER`` x ``maxiter`` iterations, stopped where the
+    gradient's largest entry is below ``xtol`` x chi / g_W (:data:`LBFGS_XTOL`) or a step lowers
+    the potential by less than :data:`LBFGS_FTOL` of it (``xtol=None``: run to the float64
+    floor, the search before, to the same modes in more calls). Against the trust region it
+    takes 1.5-4.3 x fewer calls, mostly to the same modes, but where the posterior has several
+    a start can end in another (softmax P = 1000, datasets 1 and 2; docs/performance.md,
+    "Induction head: the study's MAP sweep")."""
     check_activation(activation)
     if method not in SEARCH_METHODS:
         raise ValueError(f"method: {method!r} is not one of {SEARCH_METHODS}")
     P = check_int("P", P, 1)
     num_test = check_int("num_test", num_test, 1)
     beta = check_positive("beta", beta)
+    xtol = None if xtol is None else check_positive("xtol", xtol)
     key = run_key(None, seed)
     tokens = task.sample(dataset_key(key), P)
     test = task.sample(jax.random.fold_in(key, 1), num_test)
@@ -246,9 +272,9 @@ def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test:
     if method == "l-bfgs":
         pot = flat_potential(two_layer_kernel_model, args)
         fg = fg or jax.jit(jax.value_and_grad(pot.U))
-        found = lbfgs_modes(
-            pot, fg, list(starts.values()), SEARCH_ITER * check_int("maxiter", maxiter, 1)
-        )
+        iters = SEARCH_ITER * check_int("maxiter", maxiter, 1)
+        stop = (None, 0.0) if xtol is None else (xtol * hyper.chi / hyper.g_w, LBFGS_FTOL)
+        found = lbfgs_modes(pot, fg, list(starts.values()), iters, *stop)
     else:
         found = find_modes(two_layer_kernel_model, starts=list(starts.values()), model_args=args,
                            maxiter=maxiter, hvp=hvp, value_and_grad=fg)  # fmt: skip
@@ -325,12 +351,17 @@ def map_reading(task, hyper, activation: str, search: dict) -> tuple[dict, dict]
 # The sweep kind ``induction`` (bayes_attn/configs/induction_*.toml)
 
 #: the options of the ``induction`` sweep kind, with their defaults; ``store_maps`` also writes
-#: each point's MAP forms and attention patterns (:data:`MAP_DIMS`, :func:`map_reading`)
-INDUCTION_DEFAULTS = {"num_test": 2000, "beta": 3.0, "maxiter": 300, "store_maps": False}
+#: each point's MAP forms and attention patterns (:data:`MAP_DIMS`, :func:`map_reading`);
+#: ``method`` is :func:`map_search`'s (the kernel limit's search by L-BFGS; files written before
+#: the option existed read it back as this default)
+INDUCTION_DEFAULTS = {
+    "num_test": 2000, "beta": 3.0, "maxiter": 300, "store_maps": False, "method": "l-bfgs",
+}  # fmt: skip
 
 #: the options of the ``induction_frozen`` sweep kind: the network's exact posterior with frozen
-#: embeddings of width ``d_model`` (the study's "exact frozen network's MAP at d = 10^4")
-INDUCTION_FROZEN_DEFAULTS = {**INDUCTION_DEFAULTS, "d_model": 10_000}
+#: embeddings of width ``d_model`` (the study's "exact frozen network's MAP at d = 10^4"),
+#: searched by the trust region (as measured there; L-BFGS not measured for it)
+INDUCTION_FROZEN_DEFAULTS = {**INDUCTION_DEFAULTS, "d_model": 10_000, "method": "trust-krylov"}
 
 #: the extra dims of the arrays an ``induction`` sweep writes with ``store_maps``: M1's rows and
 #: columns (n = V + L features), M2's (2n), and the queries and keys of the attention patterns
@@ -356,8 +387,9 @@ DESCRIPTIONS = {
 
 def check_induction(cfg, options: dict) -> dict:
     """The induction kinds need an in-context Markov source (its references are defined for it),
-    and (where the kind has them) integers ``num_test``, ``maxiter``, ``d_model`` >= 1 and
-    ``beta`` > 0: a ``ValueError`` naming the first that is not, before any point runs."""
+    and (where the kind has them) integers ``num_test``, ``maxiter``, ``d_model`` >= 1,
+    ``beta`` > 0 and ``method`` one of :data:`SEARCH_METHODS`: a ``ValueError`` naming the first
+    that is not, before any point runs."""
     from bayes_attn.tokens import InContextMarkov, parse_tokens
 
     if not isinstance(parse_tokens(cfg.tokens), InContextMarkov):
@@ -370,6 +402,8 @@ def check_induction(cfg, options: dict) -> dict:
             options[name] = check_int(name, options[name], 1)
     if "beta" in options:
         options["beta"] = check_positive("beta", options["beta"])
+    if options.get("method", SEARCH_METHODS[0]) not in SEARCH_METHODS:
+        raise ValueError(f"method: {options['method']!r} is not one of {SEARCH_METHODS}")
     if "store_maps" in options:
         if check_bool("store_maps", options["store_maps"]) and (len(cfg.L) > 1 or len(cfg.V) > 1):
             raise ValueError(
@@ -381,7 +415,8 @@ def check_induction(cfg, options: dict) -> dict:
 
 def induction_point(cfg, pt, task, hyper) -> dict:
     """One grid point of an ``induction`` sweep: :func:`induction_map` on the induction task at
-    the point's (L, V) and the sweep's token source, every output a scalar; with the option
+    the point's (L, V) and the sweep's token source, searched by the option ``method``
+    (:func:`map_search`'s), every output a scalar; with the option
     ``store_maps``, also the MAP's forms and patterns (:func:`map_reading`, dims
     :data:`MAP_DIMS`)."""
     from bayes_attn.induction import InductionTask
@@ -389,10 +424,7 @@ def induction_point(cfg, pt, task, hyper) -> dict:
     task = InductionTask(task.L, task.V, task.tokens)
     options = dict(cfg.options)
     store = options.pop("store_maps", False)
-    # the kernel limit's search by L-BFGS (SEARCH_ITER); the frozen network's as measured before
-    method = "trust-krylov" if "d_model" in options else "l-bfgs"
-    s = map_search(task, hyper, int(pt["P"]), pt["activation"], seed=int(pt["seed"]),
-                   method=method, **options)  # fmt: skip
+    s = map_search(task, hyper, int(pt["P"]), pt["activation"], seed=int(pt["seed"]), **options)
     out, maps = map_reading(task, hyper, pt["activation"], s)
     result = {name: ((), np.asarray(v)) for name, v in out.items()}
     if store:
