@@ -501,3 +501,26 @@ def test_landscape_reduced_defaults_pass_their_verdict(tmp_path, capsys):
     code = main(["-q", "landscape", "--level", "reduced", "--out", str(tmp_path / "l.nc")])
     out = capsys.readouterr().out
     assert code == 0 and "verdict: to be trusted" in out, out
+
+
+def test_a_landscape_sweep_point_keeps_its_windows_in_the_point_folder(tmp_path, monkeypatch):
+    """In a sweep, a landscape point runs with a checkpoint in its point folder (OUT.points/...),
+    so an interrupted sweep resumes the point's finished windows (the checkpoint's resume is
+    test_level2_landscape_resumes_to_the_same_draws)."""
+    from bayes_attn.experiments import landscape as ls
+    from bayes_attn.experiments.sweep import SweepConfig, run_sweep
+
+    seen = {}
+
+    def stop(*args, **kwargs):
+        seen.update(kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ls, "run_landscape", stop)
+    cfg = SweepConfig(kind="landscape", P=(276,), activation=("softmax",), seed=(0,),
+                      options={"level": "reduced"})  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(cfg, tmp_path / "s.nc", progress=False)
+    ckpt = seen["checkpoint"]
+    assert ckpt.name == "windows.nc" and ckpt.parent.parent == tmp_path / "s.nc.points"
+    assert ckpt.parent.is_dir()

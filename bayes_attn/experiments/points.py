@@ -243,6 +243,7 @@ def protocol_point(cfg, pt, task, hyper):
 
 def landscape_point(cfg, pt, task, hyper):
     from bayes_attn.experiments.landscape import landscape_report, run_landscape
+    from bayes_attn.experiments.sweep import point_folder
 
     if pt["activation"] != "softmax":
         raise ValueError("activation: a landscape sweep is of softmax's aG; list only softmax")
@@ -255,6 +256,10 @@ def landscape_point(cfg, pt, task, hyper):
         del o["centres"]
     profiles = o.pop("profiles")
     P = pt["P"] if tokens is None else int(pt["P"])  # a dataset's size
+    folder = point_folder()  # in a sweep: the finished windows kept there, so a point resumes
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        o["checkpoint"] = folder / "windows.nc"
     idata = run_landscape(task, hyper, P, level, gram_width=width or None, tokens=tokens,
                           include_logdet=logdet, seed=pt["seed"], progress=False, **o)  # fmt: skip
     if profiles:  # the whole profile, for the figures (docs/scripts/landscape_figure.py)
