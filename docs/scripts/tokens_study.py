@@ -42,7 +42,12 @@ if __name__ == "__main__":
             flags.add(arg)
         else:
             ds = read_tokens(arg)
-            (pstar if "pstar" in ds else other).append(ds)
+            if ds.attrs["measure"] == "competitor":
+                other.append(ds)
+            elif "pstar" in ds:
+                pstar.append(ds)
+            else:  # a sweep still running, none of its points done yet
+                print(f"{arg}: no finished point yet, left out", file=sys.stderr)
     pstar = merge_tokens(pstar)  # a study split over files (per alpha, per dataset) as one
     if pstar:
         l2s = level2_files(pstar, "--level2-chains" in flags) if flags else {}
