@@ -77,10 +77,11 @@ PROFILE_DEFAULTS = {**_MAP, "cvs": ["copy1", "induction2"], "num_warmup": 50, "n
                     "num_chains": 1, "max_windows": 12, "refine": 0}  # fmt: skip
 
 #: the options of the ``induction_llc`` kind: the localized target's width, nβ (0: n / log n), γ,
-#: the prior's inclusion, and the sampler ("sgld", "mala" or "nuts") with its budget
+#: the prior's inclusion, and the sampler ("sgld", "mala" or "nuts") with its budget and NUTS's
+#: metric ("laplace": the dense inverse Hessian of the target at the MAP; "adapt": diagonal)
 LLC_DEFAULTS = {**_MAP, "d_model": 10_000, "nbeta": 0.0, "gamma": 100.0, "include_prior": False,
-                "sampler": "mala", "num_chains": 2, "num_draws": 200, "num_burnin": 200,
-                "step_size": "auto"}  # fmt: skip
+                "sampler": "nuts", "metric": "laplace", "num_chains": 2, "num_draws": 200,
+                "num_burnin": "auto", "step_size": "auto"}  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------
@@ -384,19 +385,24 @@ def check_llc(cfg, options: dict) -> dict:
         raise ValueError(f"nbeta must be > 0 (0: n / log n), got {options['nbeta']!r}")
     LLCSettings(sampler=options["sampler"], num_chains=options["num_chains"],
                 num_draws=options["num_draws"], num_burnin=options["num_burnin"],
-                step_size=options["step_size"], gamma=options["gamma"]).checked()  # fmt: skip
+                step_size=options["step_size"], gamma=options["gamma"],
+                metric=options["metric"]).checked()  # fmt: skip
     return options
 
 
 def llc_point(cfg, pt, task, hyper) -> dict:
     """One ``induction_llc`` point: the LLC at the MAP (the readout at its posterior mean) on
-    :func:`two_layer_llc_target`, by the sampler of the options (``mala``: the exact full-batch
-    Metropolis-adjusted Langevin; ``nuts``: the adapted diagonal metric). Writes ``llc_mean``,
+    :func:`two_layer_llc_target`, by the sampler of the options (``nuts``: NUTS in the metric
+    ``metric``, by default the dense Laplace one at the MAP with the step alone adapted over
+    :data:`~bayes_attn.inference.llc_nuts.LAPLACE_WARMUP` steps; ``mala``: the exact full-batch
+    Metropolis-adjusted Langevin, which barely moves on this stiff target: docs/validation.md,
+    "The induction head: posterior, profiles and LLC"). Writes ``llc_mean``,
     ``llc_std`` (the chains' spread), ``llc_mcse``, ``llc_ess``, ``llc_rhat``, ``acceptance``,
     ``init_loss``, ``grad_norm``, ``nbeta``, ``llc_step`` (the Langevin step; NaN for NUTS),
-    ``copy1_map``, ``induction2_map`` (held out) and the point's ``seconds``."""
+    ``divergences`` (NUTS's; NaN for Langevin), ``copy1_map``, ``induction2_map`` (held out)
+    and the point's ``seconds``."""
     from bayes_attn.inference.llc_langevin import run_langevin
-    from bayes_attn.inference.llc_nuts import run_nuts_chains
+    from bayes_attn.inference.llc_nuts import LAPLACE_WARMUP, run_nuts_chains
     from bayes_attn.inference.llc_settings import LLCSettings
     from bayes_attn.inference.llc_target import llc_schedule
     from bayes_attn.progress import bar
@@ -410,14 +416,18 @@ def llc_point(cfg, pt, task, hyper) -> dict:
                                   include_prior=o["include_prior"])  # fmt: skip
     sampler, C = o["sampler"], o["num_chains"]
     eps, burnin = llc_schedule(target, sampler, o["step_size"], o["num_burnin"])
+    laplace = sampler == "nuts" and o["metric"] == "laplace"
+    burnin = LAPLACE_WARMUP if laplace and o["num_burnin"] == "auto" else burnin  # the step alone
     k_init, k_run = jax.random.split(jax.random.fold_in(run_key(None, seed), 4))
     noise = 1e-3 if sampler == "nuts" else math.sqrt(2 * eps)
     x0 = target.x_star + noise * jax.random.normal(k_init, (C, target.x_star.size))
     with bar(burnin + o["num_draws"], f"induction llc {sampler}", False) as b:
         if sampler == "nuts":
-            loss, _, stats, _ = run_nuts_chains(target, x0, k_run, burnin, o["num_draws"], 1, b)
-            acc = stats["acceptance"]
+            loss, _, stats, _ = run_nuts_chains(target, x0, k_run, burnin, o["num_draws"], 1, b,
+                                                metric=o["metric"])  # fmt: skip
+            acc, div = stats["acceptance"], float(np.sum(stats["diverging"]))
         else:
+            div = math.nan
             loss, _, acc = run_langevin(target, sampler, x0, jax.random.split(k_run, C), eps,
                                         LLCSettings.rmsprop, burnin, o["num_draws"], 1, b)  # fmt: skip
     llc = target.nbeta * (np.asarray(loss) - target.init_loss)  # (chains, draws)
@@ -427,7 +437,7 @@ def llc_point(cfg, pt, task, hyper) -> dict:
            "llc_ess": az.ess(llc), "llc_rhat": az.rhat(llc) if C > 1 else math.nan,
            "acceptance": np.mean(acc), "init_loss": target.init_loss,
            "grad_norm": target.grad_norm, "nbeta": target.nbeta,
-           "llc_step": math.nan if sampler == "nuts" else eps,
+           "llc_step": math.nan if sampler == "nuts" else eps, "divergences": div,
            "copy1_map": at_map["copy1"][0], "induction2_map": at_map["induction2"][0],
            "seconds": time.perf_counter() - t0}  # fmt: skip
     return {k: ((), np.float64(v)) for k, v in out.items()}

@@ -273,6 +273,7 @@ def sgld_check(
     num_samples: int = 1000,
     thinning: int = 10,
     step_size: float | None = None,
+    preconditioner: str | None = None,
 ) -> dict:
     """SGLD (:func:`~bayes_attn.inference.sgld.run_sgld`, full batch) on
     :func:`~bayes_attn.models.two_layer.two_layer_network_model` at width ``d_model``, on the
@@ -280,19 +281,27 @@ def sgld_check(
     kernel-limit MAP is the comparison), every chain started at an Adam solution of that dataset
     (``adam_steps`` steps, minibatches of 128). ``step_size`` defaults to the protocol's curvature
     rule at that start (:func:`~bayes_attn.inference.members.sgld_step_size`:
-    min(5e-4 / d, 0.1 / the Hessian's largest eigenvalue)). Returns ``{name: float}``: each score's posterior mean, its spread
-    over the draws, R-hat and bulk ESS (ArviZ), the Adam start's scores, and the sampler's
-    mean |grad U|."""
+    min(5e-4 / d, 0.1 / the Hessian's largest eigenvalue)). ``preconditioner="site"``: a fixed
+    diagonal G, one scale per site, and the step from the same rule in the coordinates it
+    whitens (:func:`~bayes_attn.inference.sgld_precondition.site_preconditioner`). Returns
+    ``{name: float}``: each score's posterior mean, its spread over the draws, R-hat and bulk ESS
+    (ArviZ), the Adam start's scores, R-hat and bulk ESS of the potential U (``U_rhat``,
+    ``U_ess``), the sampler's mean |grad U| and the CPU ``seconds`` of the SGLD run."""
+    import time
+
     import arviz as az
 
     from bayes_attn.inference.adam import train_adam
     from bayes_attn.inference.members import sgld_step_size
     from bayes_attn.inference.potential import flat_potential
     from bayes_attn.inference.sgld import run_sgld
+    from bayes_attn.inference.sgld_precondition import site_preconditioner
     from bayes_attn.keys import dataset_key, run_key
     from bayes_attn.models.two_layer import two_layer_network_model
 
     P = check_int("P", P, 1)
+    if preconditioner not in (None, "site"):
+        raise ValueError(f"preconditioner must be None or 'site', got {preconditioner!r}")
     tokens = task.sample(dataset_key(run_key(None, seed)), P)
     fit = train_adam(task, hyper, activation, d_model, P, members=1, seed=seed,
                      tokens=np.asarray(tokens)[None], max_steps=adam_steps, patience=adam_steps,
@@ -301,23 +310,27 @@ def sgld_check(
     names = ("W_emb", "p", "W_G1", "W_G2", "W_O")
     init = {n: np.repeat(fit[n].values, num_chains, axis=0) for n in names}
     args = (task, hyper, tokens, activation, d_model)
-    if step_size is None:  # the curvature rule at the Adam solution (the protocol's)
-        pot = flat_potential(two_layer_network_model, args)
-        start = pot.ravel({n: init[n][0] for n in names})[None]
+    pot = flat_potential(two_layer_network_model, args)
+    start = pot.ravel({n: init[n][0] for n in names})[None]
+    G = None
+    if preconditioner == "site":  # G and the step from the curvatures at the Adam solution
+        G, rule = site_preconditioner(pot, start[0])
+        step_size = rule if step_size is None else step_size
+    elif step_size is None:  # the curvature rule at the Adam solution (the protocol's)
         step_size = sgld_step_size(lambda m, z: pot.U(z), start, d_model)
-    eps = float(step_size)
+    eps, t0 = float(step_size), time.process_time()
     idata = run_sgld(two_layer_network_model, model_args=args,
                      num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples,
                      thinning=thinning, step_size=eps, seed=seed, init_params=init,
-                     progress=False)  # fmt: skip
-    post = idata.posterior
+                     preconditioner=G, progress=False)  # fmt: skip
+    post, U = idata.posterior, idata.sample_stats.potential_energy.values
     rhat, ess = az.rhat(post[list(SCORES)]), az.ess(post[list(SCORES)])
-    out = {"step_size": eps, "grad_norm": float(idata.sample_stats.grad_norm.mean())}
+    out = {"step_size": eps, "grad_norm": float(idata.sample_stats.grad_norm.mean()),
+           "seconds": time.process_time() - t0, "U_rhat": float(az.rhat(U)),
+           "U_ess": float(az.ess(U))}  # fmt: skip
     for name in SCORES:
-        out[name] = float(post[name].mean())
-        out[f"{name}_sd"] = float(post[name].std())
-        out[f"{name}_rhat"] = float(rhat[name])
-        out[f"{name}_ess"] = float(ess[name])
-        out[f"{name}_adam"] = float(last[name])
+        out |= {name: float(post[name].mean()), f"{name}_sd": float(post[name].std()),
+                f"{name}_rhat": float(rhat[name]), f"{name}_ess": float(ess[name]),
+                f"{name}_adam": float(last[name])}  # fmt: skip
     out["adam_test_loss"] = float(last.test_loss)
     return out

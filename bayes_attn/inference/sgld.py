@@ -11,6 +11,8 @@ subsample plate the gradient is the full-batch one and the kernel is the unadjus
 algorithm (ULA). There is no Metropolis correction: at a constant step size the chain is biased at
 O(eps) (on a Gaussian with variance v, ULA's stationary variance is v / (1 - eps / (2 v))), and the
 Welling-Teh decay (:func:`polynomial_decay`) removes the bias as eps_t -> 0.
+With a fixed diagonal G (``preconditioner=``) the step is z - eps_t G grad U + sqrt(2 eps_t T G) xi,
+with the same stationary law (:mod:`~bayes_attn.inference.sgld_precondition`).
 
 Postprocessing (constrained values, deterministic sites) and ArviZ's ``observed_data`` and
 ``log_likelihood`` run the model with every subsample plate at full size (:attr:`SGLD.model`), so the
@@ -51,6 +53,7 @@ from numpyro.util import is_prng_key, not_jax_tracer
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import SamplerDiverged, check_int, check_positive
+from bayes_attn.inference import sgld_precondition as pre
 from bayes_attn.inference._call import sampler_call
 from bayes_attn.inference.convert import from_draws
 from bayes_attn.inference.potential import full_plates
@@ -95,6 +98,8 @@ class SGLDSettings:
     fused, noise_dtype : bool, {None, "float32"}
         Faster steps with the same stationary law (:class:`SGLD`), off by default: the defaults
         keep the draws equal to NumPyro ``MCMC``'s to the bit.
+    preconditioner : dict, optional
+        A fixed diagonal G, ``{site: scale > 0}`` (:class:`SGLD`); default None (G = I).
     """
 
     num_chains: int = 4
@@ -106,6 +111,7 @@ class SGLDSettings:
     dtype: str = "float64"
     fused: bool = False
     noise_dtype: str | None = None
+    preconditioner: dict | None = None
 
     def checked(self) -> SGLDSettings:
         """The counts (as ints) and ``dtype`` checked before any work starts."""
@@ -215,6 +221,9 @@ class SGLD(MCMCKernel):
         Draw xi in float32 and cast it to the latent dtype (half the cost of a float64 normal on
         a CPU). xi is still N(0, I), up to float32 rounding and a tail cut at about 5.4 sd
         (mass ~1e-7): the stationary law is unchanged far below any Monte Carlo error.
+    preconditioner : dict, optional
+        A fixed diagonal G, ``{site: scale > 0}`` (a scalar or the site's unconstrained shape;
+        sites left out at 1): :mod:`~bayes_attn.inference.sgld_precondition`. Default None.
 
     Notes
     -----
@@ -238,10 +247,12 @@ class SGLD(MCMCKernel):
         init_strategy: Callable = init_to_uniform,
         fused: bool = False,
         noise_dtype: str | None = None,
+        preconditioner: dict | None = None,
     ):
         if noise_dtype not in (None, "float32"):
             raise ValueError(f"noise_dtype must be None or 'float32', got {noise_dtype!r}")
         self._fused, self._noise_dtype = bool(fused), noise_dtype
+        self._G = pre.check_preconditioner(preconditioner)
         if callable(step_size):
             check_positive("step_size", step_size(0))
         else:
@@ -297,6 +308,9 @@ class SGLD(MCMCKernel):
         if self._noise_dtype is not None:
             noise = noise.astype(flat.dtype)
         scale = jnp.sqrt(2.0 * eps * self._temperature)
+        if self._G is not None:
+            G = self._G
+            return unravel(pre.preconditioned_move(state.z, state.z_grad, noise, G, eps, scale))
         if self._fused:  # site by site: no concatenated copies of z and the gradient
             move = lambda x, g, xi: x - eps * g + scale * xi  # noqa: E731
             return jax.tree.map(move, state.z, state.z_grad, unravel(noise))
@@ -354,6 +368,7 @@ class SGLD(MCMCKernel):
             return self._per_chain(init_one)(z, rng_key)
 
         state = jax.jit(init_all)(rng_key, init_params)
+        pre.check_sites(self._G, state.z)
         if not_jax_tracer(state.potential_energy):
             finite = np.isfinite(state.potential_energy) & np.isfinite(state.grad_norm)
             if not np.all(finite):
@@ -509,8 +524,8 @@ def run_sgld(
     settings, **changes
         The fields of :class:`SGLDSettings` (its docstring lists them with their defaults):
         ``num_chains``, ``num_warmup``, ``num_samples``, ``step_size``, ``temperature``,
-        ``thinning``, ``dtype``, ``fused``, ``noise_dtype``. An unknown keyword is a TypeError
-        naming it.
+        ``thinning``, ``dtype``, ``fused``, ``noise_dtype``, ``preconditioner``. An unknown
+        keyword is a TypeError naming it.
     seed, key : int or jax PRNG key
         Either (seed 0 when neither is given).
     init_params : dict, optional
@@ -534,7 +549,8 @@ def run_sgld(
         progress_bar,
     )  # fmt: skip
     rng, seed, key_attrs = resolve_key(key, seed)
-    kernel = SGLD(model, s.step_size, s.temperature, fused=s.fused, noise_dtype=s.noise_dtype)
+    kernel = SGLD(model, s.step_size, s.temperature, fused=s.fused, noise_dtype=s.noise_dtype,
+                  preconditioner=s.preconditioner)  # fmt: skip
     with jax.enable_x64(s.dtype == "float64"), warnings.catch_warnings():
         # float32: the model's float64 constants and arguments are truncated, as asked
         warnings.filterwarnings("ignore", "Explicitly requested dtype float64", UserWarning)
@@ -555,6 +571,7 @@ def run_sgld(
         **({"dtype": s.dtype} if s.dtype != "float64" else {}),
         **({"fused": True} if s.fused else {}),
         **({"noise_dtype": s.noise_dtype} if s.noise_dtype else {}),
+        **({"preconditioner": "diagonal"} if s.preconditioner is not None else {}),
         **key_attrs,
     }
     draws = s.num_samples // s.thinning
