@@ -369,7 +369,7 @@ def tokens_pstar(files, reference, task, hyper, level2=None):
     ``source`` and the attr ``gram_width``; ``reference``: Level 2's uniform ``linear`` and
     ``softmax`` P*; ``level2``: ``{file index: {(activation, source): P*}}``; ``task``, ``hyper``:
     the preset, for the title."""
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 6.2), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 7.2), sharey=True)
     for ax, fam in zip(axes, ("zipf", "markov"), strict=True):
         for j, ds in enumerate(files):
             if str(ds.family.values[0]) == fam:
@@ -390,15 +390,16 @@ def tokens_pstar(files, reference, task, hyper, level2=None):
             ax.set_title("i.i.d. Zipf tokens: P*(s)")
         _join_files(ax, [ds for ds in files if str(ds.family.values[0]) == fam])
     axes[0].set_ylabel("P* (sequences)")
-    keep = {}  # one legend for both panels, one entry per label
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            keep.setdefault(lab, h)
-    fig.legend(keep.values(), keep.keys(), fontsize=7, loc="lower center", ncol=3, frameon=False)
+    rows = 0
+    for ax in axes:  # one entry per label (a chain's α may come in a file of its own)
+        handles, labels = ax.get_legend_handles_labels()
+        keep = {lab: h for h, lab in zip(handles, labels, strict=True)}
+        ax.legend(keep.values(), keep.keys(), fontsize=6.5, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.13), ncol=1, frameon=False)  # fmt: skip
+        rows = max(rows, len(keep))
     fig.suptitle(f"Where the copy transition moves with the tokens (L = {task.L}, V = {task.V}, "
                  f"σ² = {hyper.sigma2:g}; dots: datasets and chains)", fontsize=10)  # fmt: skip
-    rows = -(-len(keep) // 3)
-    fig.tight_layout(rect=(0, 0.035 * rows + 0.02, 1, 1))
+    fig.tight_layout(rect=(0, 0.028 * rows + 0.03, 1, 1))  # the legends below the panels
     return fig
 
 
