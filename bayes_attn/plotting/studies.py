@@ -395,11 +395,12 @@ def tokens_pstar(files, reference, task, hyper, level2=None):
         handles, labels = ax.get_legend_handles_labels()
         keep = {lab: h for h, lab in zip(handles, labels, strict=True)}
         ax.legend(keep.values(), keep.keys(), fontsize=6.5, loc="upper center",
-                  bbox_to_anchor=(0.5, -0.13), ncol=1, frameon=False)  # fmt: skip
+                  bbox_to_anchor=(0.5, -0.11), ncol=1, frameon=False)  # fmt: skip
         rows = max(rows, len(keep))
     fig.suptitle(f"Where the copy transition moves with the tokens (L = {task.L}, V = {task.V}, "
                  f"σ² = {hyper.sigma2:g}; dots: datasets and chains)", fontsize=10)  # fmt: skip
-    fig.tight_layout(rect=(0, 0.028 * rows + 0.03, 1, 1))  # the legends below the panels
+    # the legends hang below the panels: room for their rows (tight_layout would shrink the axes)
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.9, wspace=0.08, bottom=0.1 + 0.024 * rows)
     return fig
 
 
