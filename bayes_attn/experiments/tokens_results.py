@@ -52,14 +52,20 @@ def read_tokens(path):
     ds = ds.assign_coords(source=o["sources"], family=("source", fam), x=("source", x),
                           chain=("source", chain))  # fmt: skip
     ds.attrs.update(gram_width=o.get("gram_width", 0), aG_split=o.get("aG_split", 2.0))
-    if "aG_hi" in ds:  # the global MAP's aG at the bracket's ends: no jump, one minimum only
-        ds["crossover"] = (ds.aG_hi - ds.aG_lo) < 1.0  # (the 1.0 that splits two minima)
+    if "aG_hi" in ds:
+        ds["crossover"] = _one_minimum(ds)
     if "start" in ds.dims:
         ds = ds.assign_coords(start=list(STARTS))
     if "path_cG" in ds:  # the crossover measure: its P drawn and tabulated as a "pstar"
         ds = ds.rename(crossover="pstar")
     ds.attrs["measure"] = o.get("measure", "pstar")
     return ds
+
+
+def _one_minimum(ds):
+    """Where a softmax search met one minimum only: the global MAP's aG at the bracket's ends
+    less than 1.0 apart (the 1.0 that splits two minima), so no jump."""
+    return (ds.aG_hi - ds.aG_lo) < 1.0
 
 
 def merge_tokens(files) -> list:
@@ -86,7 +92,7 @@ def merge_tokens(files) -> list:
         except xr.MergeError as err:
             raise ValueError(f"files: two files disagree on a value ({err})") from None
         if "aG_hi" in ds:
-            ds["crossover"] = (ds.aG_hi - ds.aG_lo) < 1.0
+            ds["crossover"] = _one_minimum(ds)
         out.append(ds)
     return out
 

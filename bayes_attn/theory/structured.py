@@ -437,9 +437,9 @@ def general_first_order(task, hyper, P_lo: float, P_hi: float, n: int = 13) -> d
     if idx.size and 0 < idx[0] and idx[-1] < n - 1:
         i, j = idx[0] - 1, idx[-1] + 1
     else:  # a window narrower than the spacing: both branches jump in the same interval
-        i = j = _same_jump(weak["cG"], strong["cG"])
-        j = None if j is None else j + 1
-    if i is not None and j is not None:
+        k = _same_jump(weak["cG"], strong["cG"])
+        i, j = (None, None) if k is None else (k, k + 1)
+    if i is not None:
         grid = np.geomspace(grid[i], grid[j], n)
         weak, strong, both = _branches(task, hyper, grid, weak["K"][i], strong["K"][j])
         idx = np.flatnonzero(both)
