@@ -135,8 +135,11 @@ def level1_map(
     if M0.shape != (n, n):
         raise ValueError(f"M0 must have shape ({n}, {n}), got {M0.shape}")
 
+    # the action reads only L and V: the uniform task as the static key compiles once per (P, L, V)
+    # for every token source (the 25 chains of a study share their programs)
+    key = task.uniform()
     res = lbfgs(
-        lambda x: _action_and_grad(x, tokens, factor, task, hyper, activation, include_logdet),
+        lambda x: _action_and_grad(x, tokens, factor, key, hyper, activation, include_logdet),
         M0, maxiter=maxiter, gtol=1e-9, ftol=1e-15,
     )  # fmt: skip
     M = res.x.reshape(n, n)
