@@ -24,7 +24,14 @@ from bayes_attn import algebra
 from bayes_attn._validation import check_activation, check_bool, check_int, check_positive
 from bayes_attn.inference.potential import Mode, find_modes, flat_potential
 from bayes_attn.keys import dataset_key, run_key
-from bayes_attn.models.two_layer import forward, induction_scores, two_layer_kernel_model
+from bayes_attn.models.two_layer import (
+    BLOCK,
+    forward,
+    head_products,
+    induction_scores,
+    to_blocks,
+    two_layer_kernel_model,
+)
 from bayes_attn.theory import induction_refs
 from bayes_attn.theory.action import woodbury_evidence
 
@@ -95,26 +102,16 @@ def readout_mean(M1, M2, task, hyper, tokens, activation: str, gram=None) -> jax
     return jnp.linalg.solve(X.T @ X + lam * jnp.eye(X.shape[1]), X.T @ Y).T
 
 
-#: sequences per block in the MAP search's potential (:func:`blocked_data`): small enough that a
-#: block's attention patterns and their cotangents stay in the CPU's cache
-BLOCK = 20
-
-
 def blocked_data(task, tokens, gram=None, block: int = BLOCK) -> dict:
     """The data of :func:`blocked_potential`: the features (whitened with ``gram``) and the
-    targets of the positions that have one, in blocks of ``block`` sequences (the last padded
-    with zero features, whose heads are zero and add nothing), and what does not depend on the
-    forms: the features' Gram ``Spp`` and products with the targets ``Bp``, and ``yy``."""
+    targets of the positions that have one, in blocks of ``block`` sequences
+    (:func:`~bayes_attn.models.two_layer.to_blocks`), and what does not depend on the forms: the
+    features' Gram ``Spp`` and products with the targets ``Bp``, and ``yy``."""
     block = check_int("block", block, 1)
     psi = features(task, tokens, gram)
     y = task.targets(tokens)[:, :-1]
-    P, L, n = psi.shape
-    rows, yr = psi[:, :-1].reshape(-1, n), y.reshape(-1, task.V)
-    pad = -P % block
-    psi = jnp.concatenate([psi, jnp.zeros((pad, L, n), psi.dtype)])
-    y = jnp.concatenate([y, jnp.zeros((pad,) + y.shape[1:], y.dtype)])
-    k = (P + pad) // block
-    return {"psi": psi.reshape(k, block, L, n), "y": y.reshape(k, block, L - 1, task.V),
+    rows, yr = psi[:, :-1].reshape(-1, psi.shape[-1]), y.reshape(-1, task.V)
+    return {"psi": to_blocks(psi, block), "y": to_blocks(y, block),
             "Spp": rows.T @ rows, "Bp": rows.T @ yr, "yy": jnp.sum(yr**2)}  # fmt: skip
 
 
@@ -129,24 +126,17 @@ def blocked_potential(x, data: dict, scales, activation: str):
 
     The design Phi = [psi, H] (H the heads h1, h2) enters the evidence only through its Gram and
     its products with the targets: the psi blocks are fixed data (``Spp``, ``Bp`` of
-    :func:`blocked_data`), and the H blocks are summed over blocks of sequences in a ``scan``
-    (each block recomputed in the backward pass), so that the small batched products work in
-    cache. ``scales`` = (chi, g_W, g_O, sigma^2), :func:`blocked_scales`. The same function as the model's potential up
-    to the order of the sums (1e-13 relative; tests/test_two_layer.py)."""
+    :func:`blocked_data`), and the H blocks are summed over blocks of sequences
+    (:func:`~bayes_attn.models.two_layer.head_products`, the model's own ``block=``), with the
+    data as arguments so that one compiled program serves every dataset of a shape. ``scales`` =
+    (chi, g_W, g_O, sigma^2), :func:`blocked_scales`. The same function as the model's potential
+    up to the order of the sums (1e-13 relative; tests/test_two_layer.py)."""
     chi, g_w, g_o, sigma2 = scales
-    psi, y = data["psi"], data["y"]
-    n, V = psi.shape[-1], y.shape[-1]
+    psi = data["psi"]
+    n = psi.shape[-1]
     M1, M2 = x[: n * n].reshape(n, n), x[n * n :].reshape(2 * n, 2 * n)
-
-    @jax.checkpoint
-    def add_block(acc, block):
-        ps, yb = block
-        Phi, _, _ = forward(M1, M2, ps, activation, True, ("h1", "h2"))
-        H, rows = Phi[:, :-1].reshape(-1, 3 * n), ps[:, :-1].reshape(-1, n)
-        return (acc[0] + rows.T @ H, acc[1] + H.T @ H, acc[2] + H.T @ yb.reshape(-1, V)), None
-
-    zero = (jnp.zeros((n, 3 * n)), jnp.zeros((3 * n, 3 * n)), jnp.zeros((3 * n, V)))
-    (SpH, SHH, BH), _ = jax.lax.scan(add_block, zero, (psi, y))
+    rows = np.arange(psi.shape[-2]) < psi.shape[-2] - 1
+    SpH, SHH, BH = head_products(M1, M2, psi, data["y"], activation, True, ("h1", "h2"), rows)
     G = jnp.block([[data["Spp"], SpH], [SpH.T, SHH]])
     B = jnp.concatenate([data["Bp"], BH])
     s_data, logdet = woodbury_evidence(G, B, data["yy"], sigma2, g_o)

@@ -44,7 +44,13 @@ from bayes_attn.experiments.induction import check_induction, features, map_sear
 from bayes_attn.induction import SCORES  # re-exported: the order parameters of both layers
 from bayes_attn.inference.llc_target import LLCTarget, default_nbeta
 from bayes_attn.keys import run_key
-from bayes_attn.models.two_layer import forward, induction_scores, two_layer_kernel_model
+from bayes_attn.models.two_layer import (
+    BLOCK,
+    design_products,
+    forward,
+    induction_scores,
+    two_layer_kernel_model,
+)
 from bayes_attn.theory import induction_refs
 
 __all__ = [
@@ -178,7 +184,7 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
     init = None if laplace else {k: jnp.broadcast_to(v, (C, *v.shape)) if C > 1 else v
                                  for k, v in prob["map"].items()}  # fmt: skip
     idata = run_nuts(two_layer_kernel_model, model_args=(task, hyper, prob["tokens"], act),
-                     num_chains=C, num_warmup=o["num_warmup"], num_samples=o["num_samples"],
+                     model_kwargs={"block": BLOCK}, num_chains=C, num_warmup=o["num_warmup"], num_samples=o["num_samples"],
                      seed=seed, progress=False, metric=o["metric"], init_params=init,
                      start=prob["map"] if laplace else None)  # fmt: skip
     post, stats = az.dataset(idata), az.dataset(idata, "sample_stats")
@@ -245,7 +251,7 @@ def profile_point(cfg, pt, task, hyper) -> dict:
     for cv in o["cvs"]:
         idata = run_umbrella(two_layer_kernel_model, cv, seed=seed, starts=prob["starts"],
                              model_args=(task, hyper, prob["tokens"], act),
-                             settings=UmbrellaSettings.for_level("kernel"),
+                             model_kwargs={"block": BLOCK}, settings=UmbrellaSettings.for_level("kernel"),
                              **_umbrella_options(o))  # fmt: skip
         prof = landscape_report(idata)
         q = prof.q_minimum.values
@@ -312,8 +318,8 @@ def two_layer_llc_target(task, hyper, tokens, activation: str, M_star: dict, w_s
     nbeta = default_nbeta(P) if not nbeta else check_positive("nbeta", nbeta)
     gamma = float(gamma)
     psi = jnp.asarray(features(task, tokens))
-    Y = task.targets(tokens)[:, :-1].reshape(-1, V)
-    yy = jnp.sum(Y**2)
+    y, rows = task.targets(tokens), np.asarray(task.target_mask)
+    yy = jnp.sum(y[:, rows] ** 2)
     a = nbeta / P * hyper.chi / hyper.sigma2
     c_m = gamma + (hyper.chi / hyper.g_w if include_prior else 0.0)
     c_w = gamma / d + (hyper.chi / hyper.g_o if include_prior else 0.0)
@@ -329,13 +335,11 @@ def two_layer_llc_target(task, hyper, tokens, activation: str, M_star: dict, w_s
     def mats(x):
         return x[:k].reshape(n_f, n_f), x[k:].reshape(2 * n_f, 2 * n_f)
 
-    def design(x):
-        Phi, A1, A2 = forward(*mats(x), psi, activation, True)
-        X = Phi[:, :-1].reshape(-1, Phi.shape[-1])
-        return X.T @ X, X.T @ Y, (A1, A2)
+    def design(x):  # (Phi^T Phi, Phi^T y) over blocks of sequences, the kernel model's own
+        return design_products(*mats(x), psi, y, activation, True, rows=rows, block=BLOCK)
 
     def solve(x):
-        G, B, _ = design(x)
+        G, B = design(x)
         chol = jax.scipy.linalg.cho_factor(a * G + c_w * jnp.eye(G.shape[0]), lower=True)
         b = a * B + gamma / d * w_st
         return G, B, chol, b, jax.scipy.linalg.cho_solve(chol, b)
@@ -356,12 +360,12 @@ def two_layer_llc_target(task, hyper, tokens, activation: str, M_star: dict, w_s
         return jnp.sum((x - x_star) ** 2) + (jnp.sum((mu - w_st) ** 2) + V * tr_inv) / d
 
     def order(x):
-        A1, A2 = design(x)[2]
+        _, A1, A2 = forward(*mats(x), psi, activation, True, ("h0",))
         s = induction_scores(A1, A2, tokens, V)
         return {"copy1": s["copy1"], "induction2": s["induction2"]}
 
     def loss_at(x, w):
-        G, B, _ = design(x)
+        G, B = design(x)
         return fit * (yy - 2 * jnp.sum(B * w) + jnp.sum(w * (G @ w))) / P + const
 
     init_loss, (g_m, g_w) = jax.jit(jax.value_and_grad(loss_at, argnums=(0, 1)))(x_star, w_st)

@@ -41,16 +41,20 @@ from bayes_attn.models._sites import record_order_parameters
 from bayes_attn.theory.action import woodbury_evidence
 
 __all__ = [
+    "BLOCK",
     "STREAMS",
     "attend",
     "check_readout",
+    "design_products",
     "forward",
+    "head_products",
     "induction_scores",
     "init_network_params",
     "network_forms",
     "network_neg_log_posterior",
     "network_outputs",
     "network_prior_scales",
+    "to_blocks",
     "two_layer_kernel_model",
     "two_layer_network_model",
 ]
@@ -107,8 +111,80 @@ def _whiten(task, tokens, gram):
     return psi @ algebra.gram_factor(jnp.asarray(check_gram(gram, n)), n)
 
 
+#: sequences per block where the design's products are summed block by block (``block=`` of
+#: :func:`two_layer_kernel_model` and :func:`design_products`; the MAP search's potential): small
+#: enough that a block's attention patterns and their cotangents stay in the CPU's cache
+BLOCK = 20
+
+
+def to_blocks(x, block: int):
+    """``x`` (P, ...) padded with zero sequences to a multiple of ``block`` and reshaped to
+    (P / block, block, ...). Zero features give zero heads in every layer (no logit, so uniform
+    attention over zero values), and zero targets, so padded sequences add nothing to the
+    design's products."""
+    block = check_int("block", block, 1)
+    pad = -x.shape[0] % block
+    x = jnp.concatenate([x, jnp.zeros((pad,) + x.shape[1:], x.dtype)])
+    return x.reshape(-1, block, *x.shape[1:])
+
+
+def head_products(M1, M2, psi_blocks, y_blocks, activation: str, causal: bool, heads, rows):
+    """(Psi^T H, H^T H, H^T y) summed over blocks of sequences: H the design's ``heads`` streams
+    (h1, h2) and Psi the features, both at the positions ``rows`` (bool (L,), concrete);
+    ``psi_blocks`` (k, b, L, n) and ``y_blocks`` (k, b, R, V) the targets at those positions
+    (:func:`to_blocks`). A ``lax.scan`` whose body is rematerialised in the backward pass
+    (``jax.checkpoint``), so that each block's small batched products and their cotangents work
+    in cache instead of streaming (P, L, L) arrays through memory."""
+    n, V = psi_blocks.shape[-1], y_blocks.shape[-1]
+
+    @jax.checkpoint
+    def add(acc, blk):
+        ps, yb = blk
+        Phi = forward(M1, M2, ps, activation, causal, heads)[0][:, rows]
+        H, r = Phi.reshape(-1, Phi.shape[-1]), ps[:, rows].reshape(-1, n)
+        return (acc[0] + r.T @ H, acc[1] + H.T @ H, acc[2] + H.T @ yb.reshape(-1, V)), None
+
+    w = sum({"h1": n, "h2": 2 * n}[s] for s in heads)
+    zero = (jnp.zeros((n, w)), jnp.zeros((w, w)), jnp.zeros((w, V)))
+    return jax.lax.scan(add, zero, (psi_blocks, y_blocks))[0]
+
+
+def design_products(M1, M2, psi, y, activation: str, causal: bool, readout=STREAMS, *,
+                    rows=None, block: int | None = None):  # fmt: skip
+    """The readout design's sufficient statistics, ``(G, B)`` = (Phi^T Phi, Phi^T y), Phi the
+    ``readout`` streams of :func:`forward` at the positions ``rows`` (bool (L,), concrete; default
+    all) and ``y`` (P, L, V) the targets.
+
+    ``block=None``: one forward over the whole dataset. ``block=b``: the features' own products
+    are formed directly (they do not depend on the forms) and the heads' by :func:`head_products`
+    over blocks of b sequences: the same G and B up to the order of the sums, at 2.2-2.8x less
+    CPU per gradient at P >= 1000 (docs/performance.md, "Induction head: the study's MAP
+    sweep"); below P ~ 100 the scan's fixed cost makes it no faster."""
+    rows = np.ones(psi.shape[-2], dtype=bool) if rows is None else np.asarray(rows, dtype=bool)
+    heads = tuple(s for s in readout if s != "h0")
+    y = y[:, rows]
+    if block is None or not heads:
+        Phi = forward(M1, M2, psi, activation, causal, readout)[0][:, rows]
+        X, Y = Phi.reshape(-1, Phi.shape[-1]), y.reshape(-1, y.shape[-1])
+        return X.T @ X, X.T @ Y
+    SpH, SHH, BH = head_products(M1, M2, to_blocks(psi, block), to_blocks(y, block), activation,
+                                 causal, heads, rows)  # fmt: skip
+    if "h0" not in readout:
+        return SHH, BH
+    R, Y = psi[:, rows].reshape(-1, psi.shape[-1]), y.reshape(-1, y.shape[-1])
+    return jnp.block([[R.T @ R, SpH], [SpH.T, SHH]]), jnp.concatenate([R.T @ Y, BH])
+
+
 def two_layer_kernel_model(
-    task, hyper, tokens, activation: str, gram=None, *, layers: int = 2, readout=STREAMS
+    task,
+    hyper,
+    tokens,
+    activation: str,
+    gram=None,
+    *,
+    layers: int = 2,
+    readout=STREAMS,
+    block: int | None = None,
 ):
     """The kernel-limit posterior of two attention layers: M1 (n x n) and M2 (2n x 2n) with
     N(0, g_W / chi) priors, the readout on the ``readout`` streams integrated out exactly (the
@@ -119,7 +195,10 @@ def two_layer_kernel_model(
     Gram of frozen embeddings (:func:`bayes_attn.algebra.embedding_gram`); the model is then the
     exact posterior of :func:`two_layer_network_model` with those embeddings, at any width.
     ``layers=1`` drops layer 2 (and M2). Deterministic sites: :func:`induction_scores` (or, for
-    the copy task with one layer, today's ``c1``/``cG`` or ``a1``/``aG``).
+    the copy task with one layer, today's ``c1``/``cG`` or ``a1``/``aG``). ``block``: the design's
+    products summed over blocks of that many sequences (:func:`design_products`; :data:`BLOCK`
+    is what the induction study's samplers pass), the same density to rounding at about half the
+    CPU per gradient where P is in the thousands.
     """
     check_activation(activation)
     layers, readout = _check_layers(layers, readout)
@@ -131,12 +210,12 @@ def two_layer_kernel_model(
     M2 = None
     if layers == 2:
         M2 = numpyro.sample("M2", dist.Normal(0.0, scale).expand((2 * n, 2 * n)).to_event(2))
-    Phi, A1, A2 = forward(M1, M2, psi, activation, _is_causal(task), readout)
+    causal = _is_causal(task)
     y, rows = _targets(task, tokens)
-    Phi, y = Phi[:, rows].reshape(-1, Phi.shape[-1]), y[:, rows].reshape(-1, task.V)
-    s_data, logdet = woodbury_evidence(Phi.T @ Phi, Phi.T @ y, jnp.sum(y**2), hyper.sigma2,
-                                       hyper.g_o)  # fmt: skip
+    G, B = design_products(M1, M2, psi, y, activation, causal, readout, rows=rows, block=block)
+    s_data, logdet = woodbury_evidence(G, B, jnp.sum(y[:, rows] ** 2), hyper.sigma2, hyper.g_o)
     numpyro.factor("evidence", -hyper.chi * s_data - logdet)
+    _, A1, A2 = forward(M1, M2, psi, activation, causal, ("h0",))  # the sites' patterns
     _record(A1, A2, tokens, task, activation)
 
 
