@@ -143,6 +143,46 @@ def _induction_circuit(task, beta: float):
     return M1, M2, w
 
 
+@pytest.mark.parametrize(
+    ("activation", "readout"),
+    [("softmax", ("h0", "h1", "h2")), pytest.param("linear", ("h1", "h2"), marks=pytest.mark.slow)],
+)
+def test_network_with_the_readout_integrated_out_is_its_exact_marginal(activation, readout):
+    """``two_layer_network_model(integrate_readout=True)`` against the full model's potential
+    integrated over W_O in closed form (it is quadratic in W_O: U(w*) + 1/2 log det H - D/2
+    log 2 pi, w* and H from jax.hessian): the same function of the other weights up to a
+    constant, to 1e-9 of the potential, at three random points (d = 8, L = 5, V = 2, P = 7,
+    blocks of 3); the deterministic sites are the full model's."""
+    from bayes_attn.inference.potential import flat_potential
+
+    task, hyper, d = InductionTask(5, 2, "icl-markov:alpha=1"), Hyper(5.0, 1.0, 2.0, 3.0), 8
+    tokens = task.sample(jax.random.key(0), 7)
+    args = (task, hyper, tokens, activation, d)
+    full = flat_potential(two_layer_network_model, args, {"readout": readout})
+    marg = flat_potential(two_layer_network_model, args,
+                          {"readout": readout, "integrate_readout": True, "block": 3})  # fmt: skip
+    assert "W_O" in full.shapes and "W_O" not in marg.shapes
+    shape = full.shapes["W_O"]
+
+    def u(w, z):
+        return full.U(full.ravel({**marg.unravel(z), "W_O": w.reshape(shape)}))
+
+    hess, grad = jax.jit(jax.hessian(u)), jax.jit(jax.grad(u))
+    w0 = jnp.zeros(math.prod(shape))
+    got, want = [], []
+    for i in range(3):
+        z = 0.7 * jax.random.normal(jax.random.key(10 + i), (marg.dim,))
+        H = hess(w0, z)
+        w_star = -jnp.linalg.solve(H, grad(w0, z))
+        logdet = jnp.linalg.slogdet(H)[1]
+        want.append(float(u(w_star, z) + 0.5 * logdet - 0.5 * w0.size * math.log(2 * math.pi)))
+        got.append(float(marg.U(z)))
+        ref = full.sites(full.ravel({**marg.unravel(z), "W_O": w_star.reshape(shape)}))
+        np.testing.assert_allclose(marg.sites(z)["copy1"], ref["copy1"], rtol=1e-12)
+    diff = np.array(got) - np.array(want)
+    assert np.ptp(diff) <= 1e-9 * max(abs(x) for x in want)
+
+
 def test_hand_built_induction_circuit_is_the_in_context_bigram():
     """Where x[a] has been followed before (the estimator is defined), the circuit's output is the
     unsmoothed in-context bigram n_ij / n_i, and its loss that estimator's loss (computed
@@ -187,6 +227,17 @@ def test_bad_input_names_the_parameter():
                     {"readout": ("h3",)}, {})  # fmt: skip
     with pytest.raises(ValueError, match="tokens"):
         log_density(two_layer_kernel_model, (task, hyper, tokens + 5, "softmax"), {}, {})
+    for kw, name in (
+        ({"integrate_readout": True}, "d_model"),
+        ({"integrate_readout": 2}, "integr"),
+    ):
+        with pytest.raises(ValueError, match=name):  # d = 4 < n = 6: K would be singular
+            z = {"W_emb": jnp.ones((4, 2)), "p": jnp.ones((4, 4)), "W_G1": jnp.zeros((4, 4)),
+                 "W_G2": jnp.zeros((8, 8))}  # fmt: skip
+            log_density(two_layer_network_model, (task, hyper, tokens, "softmax", 4), kw, z)
+    with pytest.raises(ValueError, match="block"):
+        log_density(two_layer_kernel_model, (task, hyper, tokens, "softmax"), {"block": 0},
+                    {"M1": jnp.zeros((6, 6)), "M2": jnp.zeros((12, 12))})  # fmt: skip
 
 
 def test_the_model_factory_gives_the_two_layers_for_the_induction_task():

@@ -119,13 +119,15 @@ def test_induction_training_config_runs_at_its_quick_size(tmp_path):
 
 
 @pytest.mark.slow
-def test_sgld_check_runs_on_the_two_layer_network():
-    """SGLD on the two-layer network from an Adam start, at a tiny size: every summary finite,
-    the step from the curvature rule positive and at most 5e-4 / d."""
+@pytest.mark.parametrize("integrate_readout", [False, True])
+def test_sgld_check_runs_on_the_two_layer_network(integrate_readout):
+    """SGLD on the two-layer network from an Adam start, at a tiny size, with the readout
+    sampled and integrated out: every summary finite, the step from the curvature rule positive
+    and at most 5e-4 / d."""
     from bayes_attn.experiments.induction_training import SCORES, sgld_check
 
     out = sgld_check(TASK, HYPER, 30, d_model=8, adam_steps=40, num_warmup=10, num_samples=20,
-                     thinning=4)  # fmt: skip
+                     thinning=4, integrate_readout=integrate_readout)  # fmt: skip
     assert 0 < out["step_size"] <= 5e-4 / 8
     assert all(np.isfinite(out[k]) for k in SCORES)
     assert all(np.isfinite(out[f"{k}_adam"]) for k in SCORES)

@@ -41,7 +41,7 @@ import dataclasses
 
 import numpy as np
 
-from bayes_attn._validation import check_int
+from bayes_attn._validation import check_bool, check_int
 from bayes_attn.induction import SCORES  # the order parameters sgld_check summarises
 from bayes_attn.inference.adam_nets import TWO_LAYER_SERIES
 
@@ -274,6 +274,7 @@ def sgld_check(
     thinning: int = 10,
     step_size: float | None = None,
     preconditioner: str | None = None,
+    integrate_readout: bool = False,
 ) -> dict:
     """SGLD (:func:`~bayes_attn.inference.sgld.run_sgld`, full batch) on
     :func:`~bayes_attn.models.two_layer.two_layer_network_model` at width ``d_model``, on the
@@ -283,7 +284,10 @@ def sgld_check(
     rule at that start (:func:`~bayes_attn.inference.members.sgld_step_size`:
     min(5e-4 / d, 0.1 / the Hessian's largest eigenvalue)). ``preconditioner="site"``: a fixed
     diagonal G, one scale per site, and the step from the same rule in the coordinates it
-    whitens (:func:`~bayes_attn.inference.sgld_precondition.site_preconditioner`). Returns
+    whitens (:func:`~bayes_attn.inference.sgld_precondition.site_preconditioner`).
+    ``integrate_readout=True``: the chain runs on the network's posterior with W_O integrated
+    out exactly (``two_layer_network_model(integrate_readout=True)``, the design's products in
+    blocks), the same law for the other weights without the readout's stiff directions. Returns
     ``{name: float}``: each score's posterior mean, its spread over the draws, R-hat and bulk ESS
     (ArviZ), the Adam start's scores, R-hat and bulk ESS of the potential U (``U_rhat``,
     ``U_ess``), the sampler's mean |grad U| and the CPU ``seconds`` of the SGLD run."""
@@ -297,9 +301,10 @@ def sgld_check(
     from bayes_attn.inference.sgld import run_sgld
     from bayes_attn.inference.sgld_precondition import site_preconditioner
     from bayes_attn.keys import dataset_key, run_key
-    from bayes_attn.models.two_layer import two_layer_network_model
+    from bayes_attn.models.two_layer import BLOCK, two_layer_network_model
 
     P = check_int("P", P, 1)
+    integrate_readout = check_bool("integrate_readout", integrate_readout)
     if preconditioner not in (None, "site"):
         raise ValueError(f"preconditioner must be None or 'site', got {preconditioner!r}")
     tokens = task.sample(dataset_key(run_key(None, seed)), P)
@@ -307,10 +312,11 @@ def sgld_check(
                      tokens=np.asarray(tokens)[None], max_steps=adam_steps, patience=adam_steps,
                      batch_size=128, return_params=True, progress=False)  # fmt: skip
     last = fit.isel(member=0, step=-1)
-    names = ("W_emb", "p", "W_G1", "W_G2", "W_O")
+    names = ("W_emb", "p", "W_G1", "W_G2") + (() if integrate_readout else ("W_O",))
     init = {n: np.repeat(fit[n].values, num_chains, axis=0) for n in names}
     args = (task, hyper, tokens, activation, d_model)
-    pot = flat_potential(two_layer_network_model, args)
+    kwargs = {"integrate_readout": True, "block": BLOCK} if integrate_readout else {}
+    pot = flat_potential(two_layer_network_model, args, kwargs)
     start = pot.ravel({n: init[n][0] for n in names})[None]
     G = None
     if preconditioner == "site":  # G and the step from the curvatures at the Adam solution
@@ -319,7 +325,7 @@ def sgld_check(
     elif step_size is None:  # the curvature rule at the Adam solution (the protocol's)
         step_size = sgld_step_size(lambda m, z: pot.U(z), start, d_model)
     eps, t0 = float(step_size), time.process_time()
-    idata = run_sgld(two_layer_network_model, model_args=args,
+    idata = run_sgld(two_layer_network_model, model_args=args, model_kwargs=kwargs,
                      num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples,
                      thinning=thinning, step_size=eps, seed=seed, init_params=init,
                      preconditioner=G, progress=False)  # fmt: skip

@@ -35,7 +35,13 @@ import numpyro
 import numpyro.distributions as dist
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_activation, check_gram, check_int, check_tokens
+from bayes_attn._validation import (
+    check_activation,
+    check_bool,
+    check_gram,
+    check_int,
+    check_tokens,
+)
 from bayes_attn.induction import STREAMS, attend, forward, induction_scores
 from bayes_attn.models._sites import record_order_parameters
 from bayes_attn.theory.action import woodbury_evidence
@@ -54,6 +60,7 @@ __all__ = [
     "network_neg_log_posterior",
     "network_outputs",
     "network_prior_scales",
+    "readout_factor",
     "to_blocks",
     "two_layer_kernel_model",
     "two_layer_network_model",
@@ -229,6 +236,8 @@ def network_forms(W, W_G1, W_G2, W_O):
     if W_G2 is not None:
         Wt = jax.scipy.linalg.block_diag(W, W)
         M2 = Wt.T @ W_G2 @ Wt / d
+    if W_O is None:  # the attention's forms alone (the readout integrated out)
+        return M1, M2, None
     k = W_O.shape[1] // d
     w = jnp.concatenate([W_O[:, i * d : (i + 1) * d] @ W for i in range(k)], axis=1)
     return M1, M2, w
@@ -244,12 +253,22 @@ def two_layer_network_model(
     layers: int = 2,
     readout=STREAMS,
     embeddings: tuple | None = None,
+    integrate_readout: bool = False,
+    block: int | None = None,
 ):
     """The finite two-layer network (Level 0): W_emb, p ~ N(0, 1) (or held at ``embeddings``),
     W_G1 (d x d) and W_G2 (2d x 2d) ~ N(0, g_W / chi), W_O (V x width) ~ N(0, g_O / (chi d)),
     Gaussian likelihood with noise sigma^2 / chi on the positions that have a target. The forward
     is exact through the embeddings' span (:func:`network_forms`, :func:`forward`), so a step costs
-    O(n d^2), not O(P L d^2). Deterministic sites as :func:`two_layer_kernel_model`'s."""
+    O(n d^2), not O(P L d^2). Deterministic sites as :func:`two_layer_kernel_model`'s.
+
+    ``integrate_readout=True``: the same posterior with W_O integrated out exactly (no ``W_O``
+    site). Given the other weights the outputs are Gaussian with covariance (g_O / chi)
+    Phi K Phi^T, K = blockdiag(W^T W / d) over the readout's streams (h2's block
+    blockdiag(W, W)), so the evidence is the kernel model's Woodbury evidence of the design
+    whitened by K's Cholesky factor (:func:`readout_factor`); ``block`` sums the design's
+    products as :func:`two_layer_kernel_model` does. A Langevin chain on this marginal does not
+    carry the readout's stiff directions (docs/validation.md, "SGLD on the network")."""
     check_activation(activation)
     d = check_int("d_model", d_model, 1)
     layers, readout = _check_layers(layers, readout)
@@ -266,6 +285,12 @@ def two_layer_network_model(
     W_G2 = None
     if layers == 2:
         W_G2 = numpyro.sample("W_G2", dist.Normal(0.0, g).expand((2 * d, 2 * d)).to_event(2))
+    if check_bool("integrate_readout", integrate_readout):
+        if d < task.n_features:  # K = W^T W / d has rank d < n: its Cholesky factor fails
+            raise ValueError(f"d_model: integrate_readout needs d_model >= n = V + L = "
+                             f"{task.n_features}, got {d}")  # fmt: skip
+        _readout_evidence(task, hyper, tokens, activation, W_emb, pos, W_G1, W_G2, readout, block)
+        return
     width = _readout_width(readout) * d
     std_o = (hyper.g_o / (hyper.chi * d)) ** 0.5
     W_O = numpyro.sample("W_O", dist.Normal(0.0, std_o).expand((task.V, width)).to_event(2))
@@ -277,6 +302,32 @@ def two_layer_network_model(
     noise = (hyper.sigma2 / hyper.chi) ** 0.5
     with numpyro.plate("sequences", tokens.shape[0]):  # per-sequence log likelihood (run_sgld)
         numpyro.sample("y", dist.Normal(f, noise).to_event(2), obs=y[:, rows])
+    _record(A1, A2, tokens, task, activation)
+
+
+def readout_factor(W, readout=STREAMS) -> jax.Array:
+    """The lower Cholesky factor of K = blockdiag(W^T W / d) over the ``readout`` streams (one
+    n x n block for h0 and h1, two for h2): the prior covariance of the network's readout, read
+    in the features' coordinates, is (g_O / chi) K."""
+    d = W.shape[0]
+    R = jnp.linalg.cholesky(W.T @ W / d)
+    k = _readout_width(readout)
+    return jnp.kron(jnp.eye(k), R)
+
+
+def _readout_evidence(task, hyper, tokens, activation, W_emb, pos, W_G1, W_G2, readout, block):
+    """:func:`two_layer_network_model`'s likelihood with W_O integrated out: the factor and the
+    deterministic sites."""
+    W = jnp.concatenate([W_emb, pos], axis=1)
+    M1, M2, _ = network_forms(W, W_G1, W_G2, None)
+    psi, causal = algebra.features(tokens, task.V), _is_causal(task)
+    y, rows = _targets(task, tokens)
+    G, B = design_products(M1, M2, psi, y, activation, causal, readout, rows=rows, block=block)
+    R = readout_factor(W, readout)
+    s_data, logdet = woodbury_evidence(R.T @ G @ R, R.T @ B, jnp.sum(y[:, rows] ** 2),
+                                       hyper.sigma2, hyper.g_o)  # fmt: skip
+    numpyro.factor("evidence", -hyper.chi * s_data - logdet)
+    _, A1, A2 = forward(M1, M2, psi, activation, causal, ("h0",))
     _record(A1, A2, tokens, task, activation)
 
 
