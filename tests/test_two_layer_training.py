@@ -133,6 +133,41 @@ def test_sgld_check_runs_on_the_two_layer_network(integrate_readout):
     assert all(np.isfinite(out[f"{k}_adam"]) for k in SCORES)
 
 
+@pytest.mark.slow  # the same sgld_check as the test above, through the sweep: its stand-in
+def test_induction_sgld_config_runs_at_its_quick_size(tmp_path):
+    """The ``induction_sgld`` kind (configs/induction_sgld.toml) at its quick size, end to end:
+    every order parameter's mean, R-hat and ESS and U's R-hat finite in the file."""
+    from pathlib import Path
+
+    import bayes_attn
+    from bayes_attn.experiments.sweep import SweepConfig, load_sweep, read_sweep_table, run_sweep
+
+    path = Path(bayes_attn.__file__).parent / "configs" / "induction_sgld.toml"
+    cfg = SweepConfig.from_dict(read_sweep_table(path, quick=True))
+    run_sweep(cfg, tmp_path / "sgld.nc", progress=False)
+    ds = load_sweep(tmp_path / "sgld.nc")
+    assert bool(ds.done.all())
+    for name in ("copy1", "copy1_rhat", "induction2_ess", "U_rhat", "step_size"):
+        assert np.all(np.isfinite(ds[name].values)), name
+
+
+def test_induction_sgld_refuses_bad_options_naming_them():
+    """The kind's check, before any work: a source that is not in-context Markov, and each bad
+    option, named."""
+    from bayes_attn.experiments.sweep import SweepConfig
+
+    base = {"kind": "induction_sgld", "P": [20], "L": [4], "V": [2], "activation": ["softmax"],
+            "tokens": "icl-markov:alpha=1"}  # fmt: skip
+    SweepConfig.from_dict(base)
+    with pytest.raises(ValueError, match="tokens"):
+        SweepConfig.from_dict({**base, "tokens": "uniform"})
+    for opt, name in (({"d_model": 0}, "d_model"), ({"step_size": -1.0}, "step_size"),
+                      ({"preconditioner": "full"}, "preconditioner"),
+                      ({"integrate_readout": 3}, "integrate_readout")):  # fmt: skip
+        with pytest.raises(ValueError, match=name):
+            SweepConfig.from_dict({**base, "options": opt})
+
+
 @pytest.mark.slow  # 25 s of CPU on the shared cores: the default suite's budget is spent (issue 44)
 def test_llc_along_training_records_the_llc_at_the_runs_own_weights():
     """``llc_every``: the LLC at w(t) of every k-th record. The weights of a snapshot are the one

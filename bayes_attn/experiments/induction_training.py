@@ -51,7 +51,10 @@ __all__ = [
     "check_training",
     "llc_along_training",
     "plateau",
+    "SGLD_DEFAULTS",
+    "check_sgld",
     "sgld_check",
+    "sgld_point",
     "training_point",
 ]
 
@@ -340,3 +343,54 @@ def sgld_check(
                 f"{name}_adam": float(last[name])}  # fmt: skip
     out["adam_test_loss"] = float(last.test_loss)
     return out
+
+
+#: the options of the ``induction_sgld`` sweep kind (:func:`sgld_check`'s), with their defaults:
+#: the network at d = 256 from an Adam start, site-preconditioned SGLD on its posterior with the
+#: readout integrated out (the sampler that mixes: docs/validation.md, "SGLD on the network")
+SGLD_DEFAULTS = {
+    "d_model": 256,
+    "adam_steps": 1000,
+    "num_chains": 2,
+    "num_warmup": 500,
+    "num_samples": 1500,
+    "thinning": 10,
+    "step_size": 0.0,  # 0: the curvature rule at the Adam start
+    "preconditioner": "site",  # or "none"
+    "integrate_readout": True,
+}
+
+
+def check_sgld(cfg, options: dict) -> dict:
+    """An in-context Markov source (:func:`check_training`'s rule) and :func:`sgld_check`'s
+    options, each refused naming it."""
+    check_training(cfg, {**TRAINING_DEFAULTS})
+    for name in ("d_model", "adam_steps", "num_chains", "num_samples", "thinning"):
+        check_int(name, options[name], 1)
+    check_int("num_warmup", options["num_warmup"], 0)
+    if not options["step_size"] >= 0:
+        raise ValueError(
+            f"step_size must be >= 0 (0: the curvature rule), got {options['step_size']!r}"
+        )
+    if options["preconditioner"] not in ("site", "none"):
+        raise ValueError(
+            f"preconditioner must be 'site' or 'none', got {options['preconditioner']!r}"
+        )
+    check_bool("integrate_readout", options["integrate_readout"])
+    return options
+
+
+def sgld_point(cfg, pt, task, hyper) -> dict:
+    """One ``induction_sgld`` point: :func:`sgld_check` at the point's P, activation and seed
+    (its dataset the MAP sweep's), every summary a scalar."""
+    from bayes_attn.induction import InductionTask
+
+    o = cfg.options
+    out = sgld_check(InductionTask(task.L, task.V, task.tokens), hyper, pt["P"], pt["activation"], seed=pt["seed"],
+                     d_model=o["d_model"], adam_steps=o["adam_steps"],
+                     num_chains=o["num_chains"], num_warmup=o["num_warmup"],
+                     num_samples=o["num_samples"], thinning=o["thinning"],
+                     step_size=o["step_size"] or None,
+                     preconditioner=None if o["preconditioner"] == "none" else "site",
+                     integrate_readout=o["integrate_readout"])  # fmt: skip
+    return {k: ((), np.float64(v)) for k, v in out.items()}

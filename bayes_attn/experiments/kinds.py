@@ -258,6 +258,12 @@ KINDS: dict[str, Kind] = {
         check=_T + "check_training",
         descriptions=_T + "DESCRIPTIONS",
     ),  # fmt: skip
+    "induction_sgld": Kind(
+        _T + "sgld_point",
+        _T + "SGLD_DEFAULTS",
+        "sgld (two-layer network from an Adam start; readout integrated out by default)",
+        check=_T + "check_sgld",
+    ),  # fmt: skip
     "induction_posterior": Kind(
         _IP + "posterior_point",
         _IP + "POSTERIOR_DEFAULTS",
