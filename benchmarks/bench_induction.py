@@ -153,7 +153,7 @@ def map_report(Ps, exact: bool) -> None:
                 seconds[m].append(time.perf_counter() - t0)
                 print(f"MAP P = {P:5d}, hvp = {m:10s}: {seconds[m][-1]:7.1f} s, "
                       f"{counter.calls['fun']} gradients + {counter.calls['hessp']} products, U = "
-                      f"{min(out['U_zero'], out['U_circuit']):.8f}, converged "
+                      f"{min(v for k, v in out.items() if k.startswith('U_')):.8f}, converged "
                       f"{out['converged']:.0f}, start won {out['start_won']:.0f}", flush=True)  # fmt: skip
     finally:
         optimize.minimize = counter.minimize

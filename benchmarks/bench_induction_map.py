@@ -165,7 +165,7 @@ def reading_change(new: dict, old: dict) -> str:
     """How far the new search's reading is from the old one's: the largest absolute change of
     the scores, losses and KLs (``U_*`` compared apart; ``start_won`` and ``converged`` named
     where they differ)."""
-    skip = {"U_zero", "U_circuit", "start_won", "converged"}
+    skip = {"U_zero", "U_circuit", "U_weak_circuit", "start_won", "converged"}
     d = max(abs(new[k] - old[k]) for k in new if k not in skip)
     flags = [
         f"{k} {old[k]:g} -> {new[k]:g}" for k in ("start_won", "converged") if new[k] != old[k]

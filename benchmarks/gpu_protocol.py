@@ -129,7 +129,7 @@ def induction_run(quick: bool) -> None:
         t0 = time.perf_counter()
         out = induction_map(task, hyper, P, "softmax", num_test=500 if quick else 2000)
         print(f"induction MAP, P = {P}: {time.perf_counter() - t0:.1f} s (both starts, "
-              f"compilation included), U = {min(out['U_zero'], out['U_circuit']):.6f}, "
+              f"compilation included), U = {min(v for k, v in out.items() if k.startswith('U_')):.6f}, "
               f"copy1 {out['copy1']:.3f}, induction2 {out['induction2']:.3f}")  # fmt: skip
 
 

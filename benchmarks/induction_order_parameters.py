@@ -71,7 +71,7 @@ def level1(path, *specs):
         M1, M2 = ia.induction_forms(jnp.asarray(x), L, V)
         U = float(pot.U(ravel_pytree({"M1": M1, "M2": M2})[0]))
         pt = ds.sel(activation="softmax", P=P, seed=seed).squeeze()
-        U_map = min(float(pt.U_zero), float(pt.U_circuit))
+        U_map = min(float(pt[k]) for k in pt.data_vars if str(k).startswith("U_"))
         print(
             P,
             seed,

@@ -268,7 +268,7 @@ def test_induction_map_at_a_tiny_size():
     out = induction_map(task, hyper, 60, "softmax", seed=1, num_test=400, maxiter=60)
     for k in ("U_zero", "U_circuit", "loss", "loss_bigram", "copy1", "induction2", "kl_bigram"):
         assert np.isfinite(out[k]), k
-    assert out["start_won"] in (0.0, 1.0)
+    assert out["start_won"] in (0.0, 1.0, 2.0)
     assert out["loss_bigram"] < out["loss_uniform"]
 
 

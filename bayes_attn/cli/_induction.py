@@ -2,7 +2,7 @@
 :func:`bayes_attn.experiments.induction.induction_map`'s, run as a one-config sweep).
 
 ``bayes-attn map --task induction --model kernel --P 400,1000 --activation softmax`` finds the
-two-layer kernel limit's MAP from two starts at each (activation, P, seed) and writes a sweep file
+two-layer kernel limit's MAP from three starts at each (activation, P, seed) and writes a sweep file
 (the ``induction`` kind; ``--model network``: the ``induction_frozen`` kind, the two-layer
 network's exact posterior with frozen embeddings of width ``--d-model``). The file carries the
 run's provenance (config, versions, time), is resumed by the same line, and ``bayes-attn diagnose

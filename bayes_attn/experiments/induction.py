@@ -2,9 +2,9 @@
 reference predictors.
 
 :func:`induction_map` finds the maximum a posteriori (M1, M2) of
-:func:`~bayes_attn.models.two_layer.two_layer_kernel_model` from two starts, one near zero (no head
-formed) and one at the hand-built induction circuit (:func:`circuit`), and keeps the lower
-potential, as the one-layer study starts in each phase. At the MAP it reports the order parameters
+:func:`~bayes_attn.models.two_layer.two_layer_kernel_model` from three starts, one near zero (no head
+formed) and two at the hand-built induction circuit (:func:`circuit`, strong and weak), and keeps
+the lowest potential, as the one-layer study starts in each phase. At the MAP it reports the order parameters
 of both layers (:func:`~bayes_attn.models.two_layer.induction_scores`) and the held-out loss of the
 posterior-mean readout beside the bigram, unigram and uniform references, with the KL to each
 (:func:`~bayes_attn.theory.induction_refs.compare_to_strategies`).
@@ -44,6 +44,7 @@ __all__ = [
     "SEARCH_ITER",
     "SEARCH_METHODS",
     "START_SCALE",
+    "WEAK_BETA",
     "blocked_data",
     "blocked_potential",
     "blocked_scales",
@@ -64,6 +65,12 @@ __all__ = [
 
 #: the entries' scale of the start near zero (every head unformed)
 START_SCALE = 0.05
+
+#: the strength of the third start, a weak induction circuit: at softmax P = 1000 (dataset 2) it
+#: alone reaches the lowest mode found, 1.65 nats below the two other starts' (and 0.96 below the
+#: trust region's); at P = 700, 1500 and 2000 (datasets 0-2) it adds nothing (docs/validation.md,
+#: "The induction head: the study across P")
+WEAK_BETA = 1.0
 
 
 def circuit(task, beta: float) -> dict:
@@ -206,11 +213,12 @@ blocked_value_and_grad = jax.jit(
 def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test: int = 2000,
                beta: float = 3.0, maxiter: int = 300, hvp: str = "difference",
                d_model: int | None = None, method: str = "trust-krylov",
-               xtol: float | None = LBFGS_XTOL) -> dict:  # fmt: skip
+               xtol: float | None = LBFGS_XTOL, weak_beta: float = WEAK_BETA) -> dict:  # fmt: skip
     """The search behind :func:`induction_map` (and
     :func:`~bayes_attn.experiments.induction_posterior.map_problem`): the dataset ``tokens`` from
-    the run key's dataset key, the held-out ``test`` from the run key folded with 1, the two
-    ``starts`` (``{"zero", "circuit"}``: near zero from the key folded with 2; the circuit), the
+    the run key's dataset key, the held-out ``test`` from the run key folded with 1, the
+    ``starts`` (``{"zero", "circuit", "weak_circuit"}``: near zero from the key folded with 2;
+    the circuit at ``beta``; the circuit at ``weak_beta``, left out where it is 0), the
     frozen ``gram`` (None for the kernel limit), the ``modes`` found from each start, the kept
     start ``won`` and its forms ``map`` (``{"M1", "M2"}``).
 
@@ -236,6 +244,8 @@ def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test:
     P = check_int("P", P, 1)
     num_test = check_int("num_test", num_test, 1)
     beta = check_positive("beta", beta)
+    if not weak_beta >= 0:
+        raise ValueError(f"weak_beta must be >= 0 (0: no weak circuit start), got {weak_beta!r}")
     xtol = None if xtol is None else check_positive("xtol", xtol)
     key = run_key(None, seed)
     tokens = task.sample(dataset_key(key), P)
@@ -249,6 +259,8 @@ def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test:
         },
         "circuit": circuit(task, beta),
     }
+    if weak_beta > 0:
+        starts["weak_circuit"] = circuit(task, weak_beta)
     gram = None if d_model is None else frozen_gram(jax.random.fold_in(key, 3), task, d_model)
     args = (task, hyper, tokens, activation, gram)
     fg = None
@@ -288,10 +300,12 @@ def induction_map(
     hvp: str = "difference",
     d_model: int | None = None,
 ) -> dict:
-    """The two-layer kernel limit's MAP on ``P`` sequences drawn from ``seed``, from two starts.
+    """The two-layer kernel limit's MAP on ``P`` sequences drawn from ``seed``, from three starts
+    (:func:`map_search`).
 
-    Returns a flat ``{name: float}``: ``U_zero`` and ``U_circuit``, the potential at the mode found
-    from each start, ``start_won`` (0 near zero, 1 the circuit), the scores of both layers at the
+    Returns a flat ``{name: float}``: ``U_zero``, ``U_circuit`` and ``U_weak_circuit``, the
+    potential at the mode found from each start, ``start_won`` (0 near zero, 1 the circuit, 2 the
+    weak circuit), the scores of both layers at the
     kept mode on ``num_test`` held-out sequences, and its held-out ``loss`` beside ``loss_bigram``,
     ``loss_unigram``, ``loss_uniform`` and the KL to each. The test sequences come from the run key
     folded with 1, so every P and seed of a sweep is judged on its own fresh draw.
@@ -328,7 +342,7 @@ def map_reading(task, hyper, activation: str, search: dict) -> tuple[dict, dict]
     w = readout_mean(M1, M2, task, hyper, tokens, activation, gram)
     Phi, A1, A2 = forward(M1, M2, features(task, test, gram), activation, True)
     out = {f"U_{k}": float(m.U) for k, m in modes.items()}
-    out["start_won"] = float(won == "circuit")
+    out["start_won"] = float(list(modes).index(won))
     out["converged"] = float(modes[won].converged)
     out.update({k: float(v) for k, v in induction_scores(A1, A2, test, task.V).items()})
     out.update(induction_refs.compare_to_strategies(task, test, np.asarray(Phi @ w.T)))
@@ -346,6 +360,7 @@ def map_reading(task, hyper, activation: str, search: dict) -> tuple[dict, dict]
 #: the option existed read it back as this default)
 INDUCTION_DEFAULTS = {
     "num_test": 2000, "beta": 3.0, "maxiter": 300, "store_maps": False, "method": "l-bfgs",
+    "weak_beta": WEAK_BETA,
 }  # fmt: skip
 
 #: the options of the ``induction_frozen`` sweep kind: the network's exact posterior with frozen
@@ -392,6 +407,9 @@ def check_induction(cfg, options: dict) -> dict:
             options[name] = check_int(name, options[name], 1)
     if "beta" in options:
         options["beta"] = check_positive("beta", options["beta"])
+    if "weak_beta" in options and not options["weak_beta"] >= 0:
+        raise ValueError(f"weak_beta must be >= 0 (0: no weak circuit start), got "
+                         f"{options['weak_beta']!r}")  # fmt: skip
     if options.get("method", SEARCH_METHODS[0]) not in SEARCH_METHODS:
         raise ValueError(f"method: {options['method']!r} is not one of {SEARCH_METHODS}")
     if "store_maps" in options:

@@ -6,7 +6,7 @@ key; the held-out set from the run key folded with 1), so that a point here sits
 sweep's point of the same P and seed:
 
 - ``induction_posterior`` (:func:`posterior_point`): NUTS from the MAP
-  (:func:`map_problem`, the two starts of :func:`~bayes_attn.experiments.induction.induction_map`),
+  (:func:`map_problem`, the three starts of :func:`~bayes_attn.experiments.induction.induction_map`),
   in the Laplace metric at the MAP by default. It records the posterior mean and spread of both
   layers' order parameters on held-out sequences, their R-hat and bulk ESS (on the training set,
   every draw), and the held-out loss of the posterior-predictive mean beside the MAP's and the
@@ -15,7 +15,7 @@ sweep's point of the same P and seed:
 - ``induction_profile`` (:func:`profile_point`): the umbrella profile F(q) of the full posterior
   along layer 1's ``copy1`` and layer 2's ``induction2`` (deterministic sites of the model, which
   :func:`~bayes_attn.inference.umbrella.run_umbrella` biases through the flat potential's
-  ``scalar_site``), the windows placed from the modes found from the MAP search's two starts; its
+  ``scalar_site``), the windows placed from the modes found from the MAP search's starts; its
   minima, barriers and F_strong - F_weak. :func:`equal_weight_P` reads the P where the two minima
   weigh the same off a sweep.
 - ``induction_llc`` (:func:`llc_point`): the LLC at the MAP through the exact localized target of
@@ -40,7 +40,13 @@ import numpy as np
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_int, check_positive
-from bayes_attn.experiments.induction import check_induction, features, map_search, readout_mean
+from bayes_attn.experiments.induction import (
+    WEAK_BETA,
+    check_induction,
+    features,
+    map_search,
+    readout_mean,
+)
 from bayes_attn.induction import SCORES  # re-exported: the order parameters of both layers
 from bayes_attn.inference.llc_target import LLCTarget, default_nbeta
 from bayes_attn.keys import run_key
@@ -70,7 +76,7 @@ __all__ = [
     "two_layer_llc_target",
 ]
 
-_MAP = {"num_test": 2000, "beta": 3.0, "maxiter": 300}
+_MAP = {"num_test": 2000, "beta": 3.0, "maxiter": 300, "method": "l-bfgs", "weak_beta": WEAK_BETA}
 
 #: the options of the ``induction_posterior`` kind: NUTS's chains, warm-up and draws, its metric,
 #: and the draws (thinned evenly over all chains) whose held-out outputs make the predictive
@@ -95,16 +101,17 @@ LLC_DEFAULTS = {**_MAP, "d_model": 10_000, "nbeta": 0.0, "gamma": 100.0, "includ
 
 
 def map_problem(task, hyper, P: int, activation: str, *, seed: int = 0, num_test: int = 2000,
-                beta: float = 3.0, maxiter: int = 300) -> dict:  # fmt: skip
-    """The dataset, the held-out set, the two starts and the MAP of the ``induction`` kind's point.
+                beta: float = 3.0, maxiter: int = 300, method: str = "l-bfgs",
+                weak_beta: float = WEAK_BETA) -> dict:  # fmt: skip
+    """The dataset, the held-out set, the starts and the MAP of the ``induction`` kind's point.
 
-    :func:`~bayes_attn.experiments.induction.map_search`, the search of
-    :func:`~bayes_attn.experiments.induction.induction_map` (kernel limit, no Gram), so the MAP is
-    that sweep's. Returns ``{"tokens", "test", "starts", "map", "U"}``: ``starts`` the
-    constrained starts (near zero, the circuit), ``map`` the kept mode's ``{"M1", "M2"}`` and ``U``
-    the potentials found from each start."""
+    :func:`~bayes_attn.experiments.induction.map_search` with the ``induction`` kind's options
+    (kernel limit, no Gram; L-BFGS from the three starts), so the MAP is that sweep's. Returns
+    ``{"tokens", "test", "starts", "map", "U"}``: ``starts`` the constrained starts (near zero,
+    the circuit, the weak circuit), ``map`` the kept mode's ``{"M1", "M2"}`` and ``U`` the
+    potentials found from each start."""
     s = map_search(task, hyper, P, activation, seed=seed, num_test=num_test, beta=beta,
-                   maxiter=maxiter)  # fmt: skip
+                   maxiter=maxiter, method=method, weak_beta=weak_beta)  # fmt: skip
     return {"tokens": s["tokens"], "test": s["test"], "starts": list(s["starts"].values()),
             "map": s["map"], "U": [float(m.U) for m in s["modes"].values()]}  # fmt: skip
 
@@ -236,7 +243,7 @@ def _umbrella_options(o: dict) -> dict:
 
 def profile_point(cfg, pt, task, hyper) -> dict:
     """One ``induction_profile`` point: for each site of ``cvs`` (the ``cv`` dim), the umbrella
-    profile of the kernel-limit posterior (windows from the modes of the MAP search's two starts,
+    profile of the kernel-limit posterior (windows from the modes of the MAP search's starts,
     the kernel level's settings with the options' budget), read by
     :func:`~bayes_attn.analysis.free_energy.landscape_report`: ``delta_F`` (F_strong - F_weak)
     and its ``delta_F_se``, ``q_divide``, ``q_weak`` and ``q_strong`` (the outer minima),

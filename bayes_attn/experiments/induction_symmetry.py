@@ -151,7 +151,7 @@ def symmetric_minimum(task, hyper, tokens, activation: str, forms, maxiter: int 
 def study_map(task, hyper, activation: str, P: int, seed: int, maps: str = "",
               maxiter: int = 300) -> dict:  # fmt: skip
     """The ``induction`` study's MAP at (activation, P, seed): ``{"U", "M1", "M2", "from_file"}``
-    (U the lower of the two starts' potentials). Read from the file ``maps`` (an ``induction``
+    (U the lowest of the starts' potentials). Read from the file ``maps`` (an ``induction``
     sweep with ``store_maps`` at this L and V) where it holds the finished point, else recomputed
     by :func:`~bayes_attn.experiments.induction.map_search` with the study's keys, starts and
     ``maxiter``."""
@@ -171,7 +171,7 @@ def study_map(task, hyper, activation: str, P: int, seed: int, maps: str = "",
         if ok:
             one = mp.squeeze(["L", "V"]).sel(activation=activation, P=P, seed=seed)
             if bool(one.done):
-                U = min(float(one.U_zero), float(one.U_circuit))
+                U = min(float(one[k]) for k in one.data_vars if str(k).startswith("U_"))
                 return {"U": U, "M1": one.M1.values, "M2": one.M2.values, "from_file": True}
     s = map_search(task, hyper, P, activation, seed=seed, maxiter=maxiter)
     return {"U": float(s["modes"][s["won"]].U), "M1": np.asarray(s["map"]["M1"]),

@@ -240,14 +240,14 @@ KINDS: dict[str, Kind] = {
     "induction": Kind(
         _I + "induction_point",
         _I + "INDUCTION_DEFAULTS",
-        "none (L-BFGS MAP of the two-layer kernel limit, two starts; trust-krylov before 2026-12-07)",
+        "none (L-BFGS MAP of the two-layer kernel limit, three starts (two before the session of 2026-12-07 midday); trust-krylov before 2026-12-07)",
         check=_I + "check_induction",
         descriptions=_I + "DESCRIPTIONS",
     ),  # fmt: skip
     "induction_frozen": Kind(
         _I + "induction_point",
         _I + "INDUCTION_FROZEN_DEFAULTS",
-        "none (trust-region MAP of the two-layer network, frozen embeddings, two starts)",
+        "none (trust-region MAP of the two-layer network, frozen embeddings, three starts)",
         check=_I + "check_induction",
         descriptions=_I + "DESCRIPTIONS",
     ),
@@ -450,9 +450,10 @@ DESCRIPTIONS = {
     # induction, induction_frozen, induction_training (experiments.induction, .induction_training)
     "U_zero": ("nats", "potential at the mode found from the start near zero (no head formed)"),
     "U_circuit": ("nats", "potential at the mode found from the hand-built induction circuit"),
+    "U_weak_circuit": ("nats", "potential at the mode found from the circuit at weak_beta"),
     "start_won": (
         "1",
-        "1 where the circuit's mode has the lower potential (it is the MAP), else 0",
+        "the start whose mode has the lowest potential (the MAP): 0 zero, 1 circuit, 2 weak",
     ),
     "converged": (
         "1",

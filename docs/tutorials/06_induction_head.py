@@ -139,7 +139,8 @@ plt.show()
 # ## The kernel limit's MAP at a tiny size
 #
 # `experiments.induction.induction_map` finds the mode of `two_layer_kernel_model` on P sequences
-# from two starts, one near zero (no head) and one at the circuit, keeps the lower potential, and
+# from three starts, one near zero (no head) and two at the circuit (strong and weak), keeps the
+# lowest potential, and
 # reads the kept mode on held-out sequences: both layers' scores, and the loss of the
 # posterior-mean readout beside the three references (with the KL to each, the metric of Edelman
 # et al.). At L = 6, V = 2 (n = 8 features) the model's latent sites, read from its potential
@@ -154,14 +155,15 @@ pot = flat_potential(two_layer_kernel_model,
 print(f"latent sites {pot.shapes}: {pot.dim} dimensions")
 out = induction_map(tiny, hyper, 60, "softmax", seed=1, num_test=400, maxiter=60)
 print(f"potential at the mode found from zero {out['U_zero']:.4f}, from the circuit "
-      f"{out['U_circuit']:.4f}; kept: {'circuit' if out['start_won'] else 'zero'}, "
+      f"{out['U_circuit']:.4f}, from the weak circuit {out['U_weak_circuit']:.4f}; kept: "
+      f"{('zero', 'circuit', 'weak circuit')[int(out['start_won'])]}, "
       f"converged: {bool(out['converged'])}")  # fmt: skip
 print("scores:", {k: round(out[k], 3) for k in ("copy1", "uniform1", "induction2", "induction2_excess")})
 print("held-out loss:", {k: round(out[k], 4) for k in ("loss", "loss_bigram", "loss_unigram",
                                                        "loss_uniform")})  # fmt: skip
 
 # %% [markdown]
-# At this size the two starts end at the same potential: the circuit, with P = 60 sequences of
+# At this size the starts end at the same potential: the circuit, with P = 60 sequences of
 # 6 tokens, relaxes to the mode without a head (`copy1` near 0, no induction excess), and the
 # layers pool instead (`uniform1`). Its held-out loss is a little below the unigram's, far above
 # the bigram's. How far is the circuit itself from the Bayes bound? Its posterior-mean readout on
