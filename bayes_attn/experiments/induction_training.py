@@ -296,8 +296,6 @@ def sgld_check(
     ``U_ess``), the sampler's mean |grad U| and the CPU ``seconds`` of the SGLD run."""
     import time
 
-    import arviz as az
-
     from bayes_attn.inference.adam import train_adam
     from bayes_attn.inference.members import sgld_step_size
     from bayes_attn.inference.potential import flat_potential
@@ -332,11 +330,19 @@ def sgld_check(
                      num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples,
                      thinning=thinning, step_size=eps, seed=seed, init_params=init,
                      preconditioner=G, progress=False)  # fmt: skip
+    out = _sgld_summary(idata, last)
+    return {"step_size": eps, "seconds": time.process_time() - t0, **out}
+
+
+def _sgld_summary(idata, last) -> dict:
+    """What :func:`sgld_check` reports of its run ``idata`` beside the Adam start ``last``: each
+    score's mean, spread, R-hat and bulk ESS (ArviZ), U's R-hat and ESS, the mean |grad U|."""
+    import arviz as az
+
     post, U = idata.posterior, idata.sample_stats.potential_energy.values
     rhat, ess = az.rhat(post[list(SCORES)]), az.ess(post[list(SCORES)])
-    out = {"step_size": eps, "grad_norm": float(idata.sample_stats.grad_norm.mean()),
-           "seconds": time.process_time() - t0, "U_rhat": float(az.rhat(U)),
-           "U_ess": float(az.ess(U))}  # fmt: skip
+    out = {"grad_norm": float(idata.sample_stats.grad_norm.mean()),
+           "U_rhat": float(az.rhat(U)), "U_ess": float(az.ess(U))}  # fmt: skip
     for name in SCORES:
         out |= {name: float(post[name].mean()), f"{name}_sd": float(post[name].std()),
                 f"{name}_rhat": float(rhat[name]), f"{name}_ess": float(ess[name]),
