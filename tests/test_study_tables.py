@@ -41,6 +41,25 @@ def test_pstar_table_of_the_committed_files():
     assert [r[0] for r in rows] == sorted(xs)
 
 
+def test_a_crossover_without_a_steep_rise_is_no_crossover():
+    """The chains' crossover file (dataset 0): where copying barely grows over the pool (the
+    steepest d cG / d log P below CROSSOVER_MIN_SLOPE: alpha = 0.1, chains 1 and 3) the reading
+    is nan; every other chain keeps its P, as the file holds it."""
+    import xarray as xr
+
+    from bayes_attn.experiments.tokens_results import CROSSOVER_MIN_SLOPE
+
+    ds = read_tokens(TOKENS / "tokens_crossover_markov.nc")
+    raw = xr.open_dataset(TOKENS / "tokens_crossover_markov.nc").crossover.values.ravel()
+    steep = ds.slope.values.ravel() >= CROSSOVER_MIN_SLOPE
+    assert np.isnan(ds.pstar.values.ravel()[~steep]).all()
+    np.testing.assert_array_equal(ds.pstar.values.ravel()[steep], raw[steep])
+    flat = ds.source.values[
+        ~steep.reshape(ds.slope.shape).any(axis=tuple(range(ds.slope.ndim - 1)))
+    ]
+    assert sorted(flat) == ["markov:alpha=0.1,seed=1", "markov:alpha=0.1,seed=3"]
+
+
 def test_merge_tokens_pools_files_split_per_source_and_dataset():
     """The chains' softmax points, split into a file per alpha, pool into the chains' file (its
     softmax entries empty): the same values, every source once; files of another measure stay

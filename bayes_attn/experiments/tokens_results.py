@@ -22,6 +22,7 @@ from bayes_attn.experiments.tokens_study import STARTS, steepest_slope
 from bayes_attn.tokens import Markov, Zipf, parse_tokens
 
 __all__ = [
+    "CROSSOVER_MIN_SLOPE",
     "level2_crossover_general",
     "level2_files",
     "level2_pstar",
@@ -31,6 +32,12 @@ __all__ = [
 ]
 
 
+#: the steepest d cG / d log P below which a crossover search found no crossover: copying barely
+#: grows over the whole pool, so the P of its largest slope is noise. Uniform tokens: 2.9; the
+#: chains at alpha >= 0.3: 1.4-3.0; alpha = 0.1, chains 1 and 3: 0.01-0.28 on every dataset
+CROSSOVER_MIN_SLOPE = 0.5
+
+
 def read_tokens(path):
     """The ``tokens`` sweep file at ``path`` with its sources named, the datasets kept as ``seed``.
 
@@ -38,7 +45,7 @@ def read_tokens(path):
     with s = 0, or markov and alpha) and ``chain`` (the chain's seed); attrs ``gram_width``,
     ``aG_split`` and ``measure``. A pstar file gets ``crossover`` (the global MAP's aG at the
     bracket's ends less than 1.0 apart: no jump, one minimum only); a crossover file's P is
-    renamed ``pstar``; a competitor file's ``start`` is named by the study's ``STARTS``
+    renamed ``pstar``, nan where its steepest slope is below :data:`CROSSOVER_MIN_SLOPE`; a competitor file's ``start`` is named by the study's ``STARTS``
     (uniform, copy, diagonal)."""
     ds = open_study(path, keep=("seed",))
     o = options(ds)
@@ -58,6 +65,7 @@ def read_tokens(path):
         ds = ds.assign_coords(start=list(STARTS))
     if "path_cG" in ds:  # the crossover measure: its P drawn and tabulated as a "pstar"
         ds = ds.rename(crossover="pstar")
+        ds["pstar"] = ds.pstar.where(ds.slope >= CROSSOVER_MIN_SLOPE)
     ds.attrs["measure"] = o.get("measure", "pstar")
     return ds
 
