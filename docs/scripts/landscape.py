@@ -29,7 +29,6 @@ from _study import open_study, preset, setting
 
 from bayes_attn import _arviz as az
 from bayes_attn.analysis.free_energy import free_energy_profile
-
 from bayes_attn.theory.modes import phase_boundary
 from bayes_attn.theory.profile import delta_F_at
 
