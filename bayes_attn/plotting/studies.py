@@ -224,6 +224,18 @@ def _scan_profiles(c, plain, divide, cmap):
     c.legend(fontsize=7, ncol=2)
 
 
+def token_profiles(panels, divide: float = 2.0):
+    """F(aG) of the full Level-1 posterior for structured tokens, one panel per source:
+    ``panels`` ``{title: {P: landscape report}}``, each profile shifted to its minimum, the fixed
+    divide marked (ΔF across it is the table's)."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.4), squeeze=False)
+    for ax, (title, reps) in zip(axes[0], panels.items(), strict=True):
+        _scan_profiles(ax, reps, divide, plt.get_cmap("viridis"))
+        ax.set(title=title, ylim=(-2, 80))
+    fig.tight_layout()
+    return fig
+
+
 def free_energy_scan(at, smc, scans, divide, level2, coexistence, p_star):
     """Four panels: F(aG) at P = 272 (``at``, a landscape report, or None) and ΔF there as the
     divide moves against SMC per basin (``smc``: a ``delta_f`` result with ``boundary_aG``);

@@ -23,7 +23,7 @@ from _study import pyplot
 import bayes_attn as ba
 from bayes_attn import _arviz as az
 from bayes_attn.analysis.free_energy import landscape_report, profile_mean
-from bayes_attn.plotting.studies import free_energy_scan, linear_profiles
+from bayes_attn.plotting.studies import free_energy_scan, linear_profiles, token_profiles
 from bayes_attn.theory.modes import phase_boundary
 from bayes_attn.theory.profile import delta_F_at
 
@@ -105,12 +105,25 @@ def linear_figure():
         linear_profiles(panels).savefig(FOLDER / "landscape_linear.png", dpi=110)
 
 
+def tokens_figure():
+    """docs/figures/tokens/profiles.png: the structured-token profiles (tokens_profile.toml's
+    folders), each P's F(aG) shifted to its minimum, the study's divide aG = 2 marked."""
+    tokens = Path("docs/figures/tokens")
+    panels = {title: {int(re.search(r"_P(\d+)_", f.name).group(1)): landscape_report(
+                  az.from_netcdf(f)) for f in sorted((tokens / folder).glob("kernel_P*_d0.nc"))}
+              for title, folder in (("Zipf s = 1 (dataset 0)", "profiles_zipf1"),
+                                    ("global chain α = 0.3, chain 0", "profiles_markov_a0.3"))}  # fmt: skip
+    if any(panels.values()):
+        token_profiles(panels).savefig(tokens / "profiles.png", dpi=110)
+
+
 def main():
     pyplot()
     softmax_figure(ba.CopyTask.paper(), ba.Hyper.paper())
     linear_figure()
-    print(f"wrote {FOLDER / 'landscape.png'}, {FOLDER / 'landscape.nc'} and "
-          f"{FOLDER / 'landscape_linear.png'}")  # fmt: skip
+    tokens_figure()
+    print(f"wrote {FOLDER / 'landscape.png'}, {FOLDER / 'landscape.nc'}, "
+          f"{FOLDER / 'landscape_linear.png'} and docs/figures/tokens/profiles.png")  # fmt: skip
 
 
 if __name__ == "__main__":
