@@ -153,3 +153,24 @@ def test_largest_rise_skips_nan_and_names_its_input():
     assert largest_rise([0.0, 1.0, 1.5]) == 0
     with pytest.raises(ValueError, match="values"):
         largest_rise([np.nan, 1.0, np.nan])
+
+
+def test_token_profiles_draw_one_panel_per_source():
+    """The structured-token profiles (docs/figures/tokens/profiles_*): one panel per source, a
+    curve per P, each shifted to its minimum (so 0 is its lowest point)."""
+    from bayes_attn import _arviz as az
+    from bayes_attn.analysis.free_energy import landscape_report
+    from bayes_attn.plotting.studies import token_profiles
+
+    tokens = FIGURES / "tokens"
+    panels = {
+        title: {P: landscape_report(az.from_netcdf(tokens / folder / f"kernel_P{P}_d0.nc"))}
+        for title, folder, P in (("Zipf s = 1", "profiles_zipf1", 320),
+                                 ("chain", "profiles_markov_a0.3", 290))
+    }  # fmt: skip
+    fig = token_profiles(panels)
+    assert [ax.get_title() for ax in fig.axes] == ["Zipf s = 1", "chain"]
+    for ax, P in zip(fig.axes, (320, 290), strict=True):
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"P = {P}"]
+        ys = ax.containers[0].lines[0].get_ydata()  # the profile's points (not its error bars)
+        assert np.nanmin(ys) == pytest.approx(0.0, abs=1e-9)
