@@ -44,6 +44,19 @@ def check_positive(name: str, value) -> float:
     return x
 
 
+def check_nonnegative(name: str, value, zero: str = "") -> float:
+    """Return ``value`` as a float, or raise if it is not finite and >= 0; ``zero`` says what 0
+    means, in the message."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = math.nan
+    if not math.isfinite(x) or x < 0:
+        what = f" ({zero})" if zero else ""
+        raise ValueError(f"{name} must be a finite number >= 0{what}, got {value!r}")
+    return x
+
+
 def check_positive_array(name: str, value) -> np.ndarray:
     """Array version of :func:`check_positive` (for grids of P, say)."""
     arr = np.asarray(value, dtype=float)

@@ -81,6 +81,8 @@ def test_lbfgs_search_finds_the_trust_regions_modes():
         map_search(TASK, HYPER, 30, "softmax", method="bfgs")
     with pytest.raises(ValueError, match="xtol"):
         map_search(TASK, HYPER, 30, "softmax", method="l-bfgs", xtol=-1.0)
+    with pytest.raises(ValueError, match="weak_beta"):
+        map_search(TASK, HYPER, 30, "softmax", weak_beta=-1.0)
 
 
 def test_induction_kinds_name_their_search():
@@ -102,6 +104,9 @@ def test_induction_kinds_name_their_search():
     assert SweepConfig.from_json(json.dumps(old)).same_grid(cfg)
     with pytest.raises(ValueError, match="method"):
         SweepConfig.from_dict({**table, "options": {"method": "bfgs"}})
+    for bad in (-1.0, "strong", float("nan")):  # the third start's strength, named
+        with pytest.raises(ValueError, match="weak_beta"):
+            SweepConfig.from_dict({**table, "options": {"weak_beta": bad}})
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,11 @@
 reference predictors.
 
 :func:`induction_map` finds the maximum a posteriori (M1, M2) of
-:func:`~bayes_attn.models.two_layer.two_layer_kernel_model` from three starts, one near zero (no head
-formed) and two at the hand-built induction circuit (:func:`circuit`, strong and weak), and keeps
-the lowest potential, as the one-layer study starts in each phase. At the MAP it reports the order parameters
-of both layers (:func:`~bayes_attn.models.two_layer.induction_scores`) and the held-out loss of the
-posterior-mean readout beside the bigram, unigram and uniform references, with the KL to each
+:func:`~bayes_attn.models.two_layer.two_layer_kernel_model` from three starts, one near zero
+(no head formed) and two at the hand-built induction circuit (:func:`circuit`, strong and weak),
+and keeps the lowest potential, as the one-layer study starts in each phase. At the MAP it reports
+the order parameters of both layers (:func:`~bayes_attn.models.two_layer.induction_scores`) and
+the held-out loss of the posterior-mean readout beside the bigram, unigram and uniform references, with the KL to each
 (:func:`~bayes_attn.theory.induction_refs.compare_to_strategies`).
 
 References
@@ -21,7 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_attn import algebra
-from bayes_attn._validation import check_activation, check_bool, check_int, check_positive
+from bayes_attn._validation import (
+    check_activation,
+    check_bool,
+    check_int,
+    check_nonnegative,
+    check_positive,
+)
 from bayes_attn.inference.potential import Mode, find_modes, flat_potential
 from bayes_attn.keys import dataset_key, run_key
 from bayes_attn.models.two_layer import (
@@ -71,6 +77,7 @@ START_SCALE = 0.05
 #: trust region's); at P = 700, 1500 and 2000 (datasets 0-2) it adds nothing (docs/validation.md,
 #: "The induction head: the study across P")
 WEAK_BETA = 1.0
+WEAK_ZERO = "0: no weak circuit start"
 
 
 def circuit(task, beta: float) -> dict:
@@ -244,8 +251,7 @@ def map_search(task, hyper, P: int, activation: str, *, seed: int = 0, num_test:
     P = check_int("P", P, 1)
     num_test = check_int("num_test", num_test, 1)
     beta = check_positive("beta", beta)
-    if not weak_beta >= 0:
-        raise ValueError(f"weak_beta must be >= 0 (0: no weak circuit start), got {weak_beta!r}")
+    weak_beta = check_nonnegative("weak_beta", weak_beta, WEAK_ZERO)
     xtol = None if xtol is None else check_positive("xtol", xtol)
     key = run_key(None, seed)
     tokens = task.sample(dataset_key(key), P)
@@ -393,8 +399,8 @@ DESCRIPTIONS = {
 def check_induction(cfg, options: dict) -> dict:
     """The induction kinds need an in-context Markov source (its references are defined for it),
     and (where the kind has them) integers ``num_test``, ``maxiter``, ``d_model`` >= 1,
-    ``beta`` > 0 and ``method`` one of :data:`SEARCH_METHODS`: a ``ValueError`` naming the first
-    that is not, before any point runs."""
+    ``beta`` > 0, ``weak_beta`` >= 0 and ``method`` one of :data:`SEARCH_METHODS`: a
+    ``ValueError`` naming the first that is not, before any point runs."""
     from bayes_attn.tokens import InContextMarkov, parse_tokens
 
     if not isinstance(parse_tokens(cfg.tokens), InContextMarkov):
@@ -407,9 +413,8 @@ def check_induction(cfg, options: dict) -> dict:
             options[name] = check_int(name, options[name], 1)
     if "beta" in options:
         options["beta"] = check_positive("beta", options["beta"])
-    if "weak_beta" in options and not options["weak_beta"] >= 0:
-        raise ValueError(f"weak_beta must be >= 0 (0: no weak circuit start), got "
-                         f"{options['weak_beta']!r}")  # fmt: skip
+    if "weak_beta" in options:
+        options["weak_beta"] = check_nonnegative("weak_beta", options["weak_beta"], WEAK_ZERO)
     if options.get("method", SEARCH_METHODS[0]) not in SEARCH_METHODS:
         raise ValueError(f"method: {options['method']!r} is not one of {SEARCH_METHODS}")
     if "store_maps" in options:

@@ -191,7 +191,8 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
     init = None if laplace else {k: jnp.broadcast_to(v, (C, *v.shape)) if C > 1 else v
                                  for k, v in prob["map"].items()}  # fmt: skip
     idata = run_nuts(two_layer_kernel_model, model_args=(task, hyper, prob["tokens"], act),
-                     model_kwargs={"block": BLOCK}, num_chains=C, num_warmup=o["num_warmup"], num_samples=o["num_samples"],
+                     model_kwargs={"block": BLOCK}, num_chains=C, num_warmup=o["num_warmup"],
+                     num_samples=o["num_samples"],
                      seed=seed, progress=False, metric=o["metric"], init_params=init,
                      start=prob["map"] if laplace else None)  # fmt: skip
     post, stats = az.dataset(idata), az.dataset(idata, "sample_stats")
@@ -258,7 +259,8 @@ def profile_point(cfg, pt, task, hyper) -> dict:
     for cv in o["cvs"]:
         idata = run_umbrella(two_layer_kernel_model, cv, seed=seed, starts=prob["starts"],
                              model_args=(task, hyper, prob["tokens"], act),
-                             model_kwargs={"block": BLOCK}, settings=UmbrellaSettings.for_level("kernel"),
+                             model_kwargs={"block": BLOCK},
+                             settings=UmbrellaSettings.for_level("kernel"),
                              **_umbrella_options(o))  # fmt: skip
         prof = landscape_report(idata)
         q = prof.q_minimum.values

@@ -41,7 +41,7 @@ import dataclasses
 
 import numpy as np
 
-from bayes_attn._validation import check_bool, check_int
+from bayes_attn._validation import check_bool, check_int, check_nonnegative
 from bayes_attn.induction import SCORES  # the order parameters sgld_check summarises
 from bayes_attn.inference.adam_nets import TWO_LAYER_SERIES
 
@@ -116,13 +116,12 @@ def plateau(steps, loss, loss_uniform: float, loss_unigram: float, loss_bigram: 
 
 
 def check_training(cfg, options: dict) -> dict:
-    """The kind needs an in-context Markov source; ``doubly_stochastic`` is a list of 0/1 flags."""
-    from bayes_attn.tokens import InContextMarkov, parse_tokens
+    """The kind needs an in-context Markov source (the induction kinds' rule,
+    :func:`~bayes_attn.experiments.induction.check_induction`); ``doubly_stochastic`` is a list
+    of 0/1 flags."""
+    from bayes_attn.experiments.induction import check_induction
 
-    if not isinstance(parse_tokens(cfg.tokens), InContextMarkov):
-        raise ValueError(
-            f"tokens: the induction_training kind needs an icl-markov source, got {cfg.tokens}"
-        )
+    options = check_induction(cfg, options)
     flags = options["doubly_stochastic"]
     if not isinstance(flags, list | tuple) or not flags or any(f not in (0, 1) for f in flags):
         raise ValueError(f"doubly_stochastic must be a list of 0 and 1 flags, got {flags!r}")
@@ -368,16 +367,16 @@ SGLD_DEFAULTS = {
 
 
 def check_sgld(cfg, options: dict) -> dict:
-    """An in-context Markov source (:func:`check_training`'s rule) and :func:`sgld_check`'s
-    options, each refused naming it."""
-    check_training(cfg, {**TRAINING_DEFAULTS})
+    """An in-context Markov source (the induction kinds' rule,
+    :func:`~bayes_attn.experiments.induction.check_induction`) and :func:`sgld_check`'s options,
+    each refused naming it."""
+    from bayes_attn.experiments.induction import check_induction
+
+    options = check_induction(cfg, options)
     for name in ("d_model", "adam_steps", "num_chains", "num_samples", "thinning"):
         check_int(name, options[name], 1)
     check_int("num_warmup", options["num_warmup"], 0)
-    if not options["step_size"] >= 0:
-        raise ValueError(
-            f"step_size must be >= 0 (0: the curvature rule), got {options['step_size']!r}"
-        )
+    check_nonnegative("step_size", options["step_size"], "0: the curvature rule")
     if options["preconditioner"] not in ("site", "none"):
         raise ValueError(
             f"preconditioner must be 'site' or 'none', got {options['preconditioner']!r}"
@@ -392,8 +391,8 @@ def sgld_point(cfg, pt, task, hyper) -> dict:
     from bayes_attn.induction import InductionTask
 
     o = cfg.options
-    out = sgld_check(InductionTask(task.L, task.V, task.tokens), hyper, pt["P"], pt["activation"], seed=pt["seed"],
-                     d_model=o["d_model"], adam_steps=o["adam_steps"],
+    out = sgld_check(InductionTask(task.L, task.V, task.tokens), hyper, pt["P"], pt["activation"],
+                     seed=pt["seed"], d_model=o["d_model"], adam_steps=o["adam_steps"],
                      num_chains=o["num_chains"], num_warmup=o["num_warmup"],
                      num_samples=o["num_samples"], thinning=o["thinning"],
                      step_size=o["step_size"] or None,

@@ -240,7 +240,8 @@ KINDS: dict[str, Kind] = {
     "induction": Kind(
         _I + "induction_point",
         _I + "INDUCTION_DEFAULTS",
-        "none (L-BFGS MAP of the two-layer kernel limit, three starts (two before the session of 2026-12-07 midday); trust-krylov before 2026-12-07)",
+        "none (L-BFGS MAP of the two-layer kernel limit, three starts (two before the session of "
+        "2026-12-07 midday); trust-krylov before 2026-12-07)",
         check=_I + "check_induction",
         descriptions=_I + "DESCRIPTIONS",
     ),  # fmt: skip

@@ -45,8 +45,8 @@ def read_tokens(path):
     with s = 0, or markov and alpha) and ``chain`` (the chain's seed); attrs ``gram_width``,
     ``aG_split`` and ``measure``. A pstar file gets ``crossover`` (the global MAP's aG at the
     bracket's ends less than 1.0 apart: no jump, one minimum only); a crossover file's P is
-    renamed ``pstar``, nan where its steepest slope is below :data:`CROSSOVER_MIN_SLOPE`; a competitor file's ``start`` is named by the study's ``STARTS``
-    (uniform, copy, diagonal)."""
+    renamed ``pstar``, nan where its steepest slope is below :data:`CROSSOVER_MIN_SLOPE`; a
+    competitor file's ``start`` is named by the study's ``STARTS`` (uniform, copy, diagonal)."""
     ds = open_study(path, keep=("seed",))
     o = options(ds)
     fam, x, chain = [], [], []

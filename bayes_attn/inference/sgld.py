@@ -309,8 +309,9 @@ class SGLD(MCMCKernel):
             noise = noise.astype(flat.dtype)
         scale = jnp.sqrt(2.0 * eps * self._temperature)
         if self._G is not None:
-            G = self._G
-            return unravel(pre.preconditioned_move(state.z, state.z_grad, noise, G, eps, scale))
+            return unravel(
+                pre.preconditioned_move(state.z, state.z_grad, noise, self._G, eps, scale)
+            )
         if self._fused:  # site by site: no concatenated copies of z and the gradient
             move = lambda x, g, xi: x - eps * g + scale * xi  # noqa: E731
             return jax.tree.map(move, state.z, state.z_grad, unravel(noise))

@@ -217,9 +217,19 @@ def two_layer_kernel_model(
     M2 = None
     if layers == 2:
         M2 = numpyro.sample("M2", dist.Normal(0.0, scale).expand((2 * n, 2 * n)).to_event(2))
+    _evidence(task, hyper, tokens, psi, M1, M2, activation, readout, block)
+
+
+def _evidence(task, hyper, tokens, psi, M1, M2, activation, readout, block, factor=None):
+    """The readout integrated out: the Woodbury evidence of the design on ``psi`` (its products
+    by :func:`design_products`, read in the coordinates ``factor`` R, G -> R^T G R, B -> R^T B,
+    when the readout's prior covariance is (g_O / chi) R R^T), as a factor, and the
+    deterministic sites."""
     causal = _is_causal(task)
     y, rows = _targets(task, tokens)
     G, B = design_products(M1, M2, psi, y, activation, causal, readout, rows=rows, block=block)
+    if factor is not None:
+        G, B = factor.T @ G @ factor, factor.T @ B
     s_data, logdet = woodbury_evidence(G, B, jnp.sum(y[:, rows] ** 2), hyper.sigma2, hyper.g_o)
     numpyro.factor("evidence", -hyper.chi * s_data - logdet)
     _, A1, A2 = forward(M1, M2, psi, activation, causal, ("h0",))  # the sites' patterns
@@ -289,7 +299,11 @@ def two_layer_network_model(
         if d < task.n_features:  # K = W^T W / d has rank d < n: its Cholesky factor fails
             raise ValueError(f"d_model: integrate_readout needs d_model >= n = V + L = "
                              f"{task.n_features}, got {d}")  # fmt: skip
-        _readout_evidence(task, hyper, tokens, activation, W_emb, pos, W_G1, W_G2, readout, block)
+        W = jnp.concatenate([W_emb, pos], axis=1)
+        M1, M2, _ = network_forms(W, W_G1, W_G2, None)
+        psi = algebra.features(tokens, task.V)
+        _evidence(task, hyper, tokens, psi, M1, M2, activation, readout, block,
+                  readout_factor(W, readout))  # fmt: skip
         return
     width = _readout_width(readout) * d
     std_o = (hyper.g_o / (hyper.chi * d)) ** 0.5
@@ -313,22 +327,6 @@ def readout_factor(W, readout=STREAMS) -> jax.Array:
     R = jnp.linalg.cholesky(W.T @ W / d)
     k = _readout_width(readout)
     return jnp.kron(jnp.eye(k), R)
-
-
-def _readout_evidence(task, hyper, tokens, activation, W_emb, pos, W_G1, W_G2, readout, block):
-    """:func:`two_layer_network_model`'s likelihood with W_O integrated out: the factor and the
-    deterministic sites."""
-    W = jnp.concatenate([W_emb, pos], axis=1)
-    M1, M2, _ = network_forms(W, W_G1, W_G2, None)
-    psi, causal = algebra.features(tokens, task.V), _is_causal(task)
-    y, rows = _targets(task, tokens)
-    G, B = design_products(M1, M2, psi, y, activation, causal, readout, rows=rows, block=block)
-    R = readout_factor(W, readout)
-    s_data, logdet = woodbury_evidence(R.T @ G @ R, R.T @ B, jnp.sum(y[:, rows] ** 2),
-                                       hyper.sigma2, hyper.g_o)  # fmt: skip
-    numpyro.factor("evidence", -hyper.chi * s_data - logdet)
-    _, A1, A2 = forward(M1, M2, psi, activation, causal, ("h0",))
-    _record(A1, A2, tokens, task, activation)
 
 
 # --------------------------------------------------------------------------------------------------
