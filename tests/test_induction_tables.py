@@ -105,3 +105,48 @@ def test_llc_along_training_table_and_figure():
     fig = plots.induction_training_llc(ds)
     assert len(fig.axes) == 4  # three panels and the gradient's twin axis
     matplotlib.pyplot.close("all")
+
+
+def _summaries(names, acts, done, **fixed):
+    """A squeezed summaries file (activation, P = 10, 20), every variable 0.5 but ``fixed``."""
+    shape = (len(acts), 2)
+    ds = xr.Dataset({n: (("activation", "P"), np.full(shape, fixed.get(n, 0.5))) for n in names},
+                    coords={"activation": list(acts), "P": [10, 20]})  # fmt: skip
+    ds["done"] = (("activation", "P"), np.reshape(done, shape))
+    return ds
+
+
+def test_beyond_map_table_and_figure():
+    """The posterior, SGLD and LLC files beside the study: a row per (activation, P) that any
+    file has done; a linear point's layer-1 values folded by its MAP's sign, not its spread."""
+    from bayes_attn.analysis.induction_tables import beyond_map_table, fold_linear_summaries
+
+    stems = ("copy1", "uniform1", "induction2_excess")
+    post = _summaries([f"{s}_{k}" for s in stems for k in ("map", "mean", "sd", "rhat", "ess")]
+                      + ["loss_predictive", "loss_map", "loss_bigram"], ("softmax", "linear"),
+                      [True, False, True, False], copy1_map=-0.5, copy1_mean=-0.4)  # fmt: skip
+    post = fold_linear_summaries(post)
+    assert float(post.copy1_mean.sel(activation="linear", P=10)) == 0.4
+    assert float(post.copy1_mean.sel(activation="softmax", P=10)) == -0.4  # softmax: as it is
+    assert float(post.copy1_sd.sel(activation="linear", P=10)) == 0.5
+    sgld_names = [*stems, "copy1_sd", "copy1_rhat", "induction2_excess_sd",
+                  "induction2_excess_rhat", "U_rhat", "copy1_adam"]  # fmt: skip
+    sgld = _summaries(sgld_names, ("softmax",), [False, True])
+    llc = _summaries(["llc_mean", "llc_mcse", "llc_rhat", "copy1_map"], ("softmax",),
+                     [True, False], llc_mean=52.57)  # fmt: skip
+    rows = beyond_map_table(post, sgld, llc).splitlines()[1:]
+    assert [r[:13].split() for r in rows] == [
+        ["softmax", "10"],
+        ["softmax", "20"],
+        ["linear", "10"],
+    ]
+    assert "52.57" in rows[0] and rows[1].count("|") == 1 and rows[2].count("|") == 0
+    study = xr.Dataset({n: (("activation", "P", "seed"), np.full((2, 2, 1), 0.3))
+                        for n in ("copy1", "induction2_excess", "loss", "loss_bigram",
+                                  "loss_unigram", "loss_uniform")},
+                       coords={"activation": ["softmax", "linear"], "P": [10, 20], "seed": [0]})  # fmt: skip
+    study["done"] = (("activation", "P", "seed"), np.ones((2, 2, 1), bool))
+    fig = plots.induction_beyond_map(study, post, sgld, llc)
+    assert len(fig.axes) == 8 and "not run" in [t.get_text() for t in fig.axes[7].texts]
+    assert len(plots.induction_beyond_map(study, post).axes) == 6
+    matplotlib.pyplot.close("all")

@@ -2,8 +2,9 @@
 as ``docs/scripts/induction_figure.py``, ``docs/scripts/induction_training.py`` and
 ``docs/scripts/induction_tables.py`` read them: the seed means across P (:func:`study_table`),
 Adam's plateau per P and token source (:func:`plateau_table`), the LLC along training
-(:func:`training_llc_table`), the extended families against the MAP (:func:`closure_table`) and
-the symmetry test (:func:`symmetry_table`). Only reads what it is given (points not yet done are
+(:func:`training_llc_table`), the extended families against the MAP (:func:`closure_table`),
+the symmetry test (:func:`symmetry_table`), and the posterior, SGLD and LLC along P
+(:func:`beyond_map_table`). Only reads what it is given (points not yet done are
 left out)."""
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ __all__ = [
     "ACTIVATIONS",
     "SAME_MODE",
     "SOURCES",
+    "beyond_map_table",
     "closure_table",
     "done_points",
     "fold_linear",
+    "fold_linear_summaries",
     "llc_snapshots",
     "plateau_table",
     "study_table",
@@ -52,6 +55,69 @@ def fold_linear(ds):
     sign = np.sign(ds.copy1).where(ds.copy1 != 0, 1.0)
     sign = sign.where(linear, 1.0)
     return ds.assign(copy1=ds.copy1 * sign, uniform1=ds.uniform1 * sign)
+
+
+def fold_linear_summaries(ds):
+    """:func:`fold_linear` for a file of summaries (``induction_posterior``, ``induction_sgld``):
+    every layer-1 variable (``copy1*`` and ``uniform1*`` but their R-hat, ESS and spread) times
+    the sign of the point's copy1 at its MAP (``copy1_map``) or Adam start (``copy1_adam``)."""
+    if "activation" not in ds.dims or "linear" not in ds.activation.values:
+        return ds
+    ref = ds["copy1_map"] if "copy1_map" in ds else ds["copy1_adam"]
+    sign = np.sign(ref).where(ref != 0, 1.0).where(ds.activation == "linear", 1.0)
+    unsigned = ("_sd", "_rhat", "_ess")
+    names = [k for k in ds.data_vars
+             if k.startswith(("copy1", "uniform1")) and not k.endswith(unsigned)]  # fmt: skip
+    return ds.assign({k: ds[k] * sign for k in names})
+
+
+def _at(ds, act, P, name):
+    """The point (activation ``act``, P) of the squeezed sweep ``ds`` where it is done and
+    ``name`` is finite there, else None."""
+    if ds is None or act not in ds.activation.values or P not in ds.P.values:
+        return None
+    one = done_points(ds, act).sel(P=P)
+    return one if np.isfinite(float(one[name])) else None
+
+
+def _posterior_cells(p) -> str:
+    if p is None:
+        return " " * 92
+    f = {k: float(p[k]) for k in p.data_vars}
+    return (f"{f['copy1_map']:6.3f} {f['copy1_mean']:6.3f} ± {f['copy1_sd']:5.3f} "
+            f"{f['copy1_rhat']:5.3f} {f['copy1_ess']:4.0f}  {f['induction2_excess_map']:+7.4f} "
+            f"{f['induction2_excess_mean']:+7.4f} ± {f['induction2_excess_sd']:6.4f}  "
+            f"{f['loss_predictive']:.4f} {f['loss_map']:.4f} {f['loss_bigram']:.4f}")  # fmt: skip
+
+
+def beyond_map_table(post=None, sgld=None, llc=None) -> str:
+    """At each activation and P that any file has: the kernel limit's posterior (``copy1`` and
+    ``induction2_excess``: MAP, mean ± sd on held-out sequences; copy1's R-hat and bulk ESS; the
+    predictive held-out loss beside the MAP's and the Bayes bigram's), SGLD on the network
+    (copy1's mean ± sd on the training set, the larger R-hat of the two scores, U's R-hat) and
+    the LLC at the MAP (λ̂ ± MCSE, R-hat). Each file is a sweep squeezed to the dims
+    (activation, P), or None."""
+    files = [f for f in (post, sgld, llc) if f is not None]
+    lines = ["posterior: copy1 MAP, mean ± sd, R-hat, ESS; excess MAP, mean ± sd; loss "
+             "predictive, MAP, bigram | SGLD: copy1 mean ± sd, R-hat max, U R-hat | LLC ± MCSE, "
+             "R-hat"]  # fmt: skip
+    for act in ACTIVATIONS:
+        Ps = sorted({int(P) for f in files if act in f.activation.values for P in f.P.values})
+        for P in Ps:
+            p, g, lam = (_at(post, act, P, "copy1_mean"), _at(sgld, act, P, "copy1"),
+                         _at(llc, act, P, "llc_mean"))  # fmt: skip
+            if p is None and g is None and lam is None:
+                continue
+            cells = [f"{act:<7} {P:<5} {_posterior_cells(p)}"]
+            if g is not None:
+                worst = max(float(g[f"{s}_rhat"]) for s in ("copy1", "induction2_excess"))
+                cells.append(f"{float(g.copy1):6.3f} ± {float(g.copy1_sd):5.3f} {worst:5.3f} "
+                             f"{float(g.U_rhat):5.3f}")  # fmt: skip
+            if lam is not None:
+                cells.append(f"{float(lam.llc_mean):7.2f} ± {float(lam.llc_mcse):5.2f} "
+                             f"{float(lam.llc_rhat):5.3f}")  # fmt: skip
+            lines.append(" | ".join(cells))
+    return "\n".join(lines)
 
 
 def study_table(ds) -> str:

@@ -1,7 +1,8 @@
 """The figures of the induction-head studies in docs/validation.md, drawn from the result files
 that ``docs/scripts/induction_figure.py`` and ``docs/scripts/induction_training.py`` read: both
 layers' order parameters and the MAP's held-out loss against P (:func:`induction_across_P`), both
-layers' attention patterns at a few P (:func:`induction_patterns`), Adam's training curves
+layers' attention patterns at a few P (:func:`induction_patterns`), the posterior, SGLD and the
+LLC beside the MAP along P (:func:`induction_beyond_map`), Adam's training curves
 (:func:`induction_training`) and the LLC along training (:func:`induction_training_llc`).
 
 Data in, matplotlib Figure out: nothing here computes theory or reads a file.
@@ -91,6 +92,71 @@ def induction_across_P(ds, mp=None):
             for row in axes[:, col]:
                 row.legend(fontsize=7, loc="best")
     fig.suptitle("Two-layer kernel limit's MAP across P (L = 16, V = 3, icl-markov α = 1)")
+    fig.tight_layout()
+    return fig
+
+
+#: the files beside the MAP in :func:`induction_beyond_map`: (key, variable stem, label, colour)
+BEYOND = (("post", "_mean", "kernel-limit posterior, held out (NUTS; mean ± sd)", "C0"),
+          ("sgld", "", "network d = 256, training set (SGLD; mean ± sd)", "C1"))  # fmt: skip
+
+
+def _beyond_panel(ax, study, files, act, name):
+    one = done_points(study, act)
+    ax.plot(one.P.values, np.nanmean(one[name].values, axis=1), "-", color="0.4", lw=1.2,
+            label="kernel-limit MAP (seed mean of the study)")  # fmt: skip
+    for key, stem, label, color in BEYOND:
+        f = files.get(key)
+        if f is None or act not in f.activation.values:
+            continue
+        pts = done_points(f, act)
+        ax.errorbar(pts.P.values, pts[name + stem].values, yerr=pts[name + "_sd"].values, fmt="o",
+                    ms=4, capsize=3, color=color, label=label)  # fmt: skip
+
+
+def induction_beyond_map(study, post=None, sgld=None, llc=None):
+    """Layer 1's copy score, layer 2's induction excess, the held-out loss and (with ``llc``) the
+    LLC at the MAP against P, softmax and linear: the study's MAP (seed mean) as a line, the
+    kernel-limit posterior (``post``, an ``induction_posterior`` file) and SGLD on the network
+    (``sgld``, ``induction_sgld``) as mean ± sd, the posterior-predictive loss beside the MAP's
+    and :data:`REFS`. Each file squeezed to (activation, P) (the study keeps its seeds); points
+    not done are left out."""
+    files = {"post": post, "sgld": sgld}
+    rows = 4 if llc is not None else 3
+    fig, axes = plt.subplots(rows, 2, figsize=(11, 2.9 * rows + 0.8), sharex=True, squeeze=False)
+    with warnings.catch_warnings():  # points not yet run are NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for col, act in enumerate(ACTIVATIONS):
+            for ax, name, title in ((axes[0, col], "copy1", "layer 1: copy1"),
+                                    (axes[1, col], "induction2_excess",
+                                     "layer 2: induction2_excess")):  # fmt: skip
+                _beyond_panel(ax, study, files, act, name)
+                ax.set(title=f"{act}: {title}", xscale="log")
+            ax = axes[2, col]
+            one = done_points(study, act)
+            ax.plot(one.P.values, np.nanmean(one.loss.values, axis=1), "-", color="0.4", lw=1.2,
+                    label="MAP (seed mean of the study)")  # fmt: skip
+            if post is not None and act in post.activation.values:
+                pts = done_points(post, act)
+                ax.plot(pts.P.values, pts.loss_predictive.values, "o", color="C0", ms=4,
+                        label="posterior predictive (dataset 0)")  # fmt: skip
+            _loss_panel(ax, one)
+            ax.set(title=f"{act}: held-out loss", xscale="log")
+            if llc is not None:
+                ax = axes[3, col]
+                if act in llc.activation.values:
+                    pts = done_points(llc, act)
+                    ax.errorbar(pts.P.values, pts.llc_mean.values, yerr=pts.llc_mcse.values,
+                                fmt="o-", ms=4, capsize=3, color="C4",
+                                label="LLC at the MAP (NUTS; ± MCSE)")  # fmt: skip
+                else:
+                    ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center")
+                ax.set(title=f"{act}: local learning coefficient", xscale="log",
+                       xlabel="P (training sequences)", ylabel="λ̂")  # fmt: skip
+            for ax in axes[:, col]:
+                if ax.get_legend_handles_labels()[0]:
+                    ax.legend(fontsize=7, loc="best")
+    fig.suptitle("Beyond the MAP: the two-layer posterior across P (L = 16, V = 3, seed 0)")
     fig.tight_layout()
     return fig
 

@@ -9,7 +9,9 @@ patterns):
     python docs/scripts/induction_figure.py out/induction_study.nc --maps out/induction_maps.nc
 
 Prints the table of seed means and writes docs/figures/induction/order_parameters.png and
-docs/figures/induction/patterns.png. Only reads the files (points not yet done are left out).
+docs/figures/induction/patterns.png. With ``--posterior``, ``--sgld`` and ``--llc`` (the files of
+configs/induction_{posterior,sgld,llc}.toml) it also prints their table and writes
+docs/figures/induction/beyond_map.png. Only reads the files (points not yet done are left out).
 Several study files (one config's sweep run per activation, ``--activation softmax`` and
 ``--activation linear`` with their own ``--out``) are read together: each activation from the
 file that has the most of its points done.
@@ -19,15 +21,25 @@ from pathlib import Path
 
 from _study import arguments, open_study, save
 
-from bayes_attn.analysis.induction_tables import ACTIVATIONS, fold_linear, study_table
+from bayes_attn.analysis.induction_tables import (
+    ACTIVATIONS,
+    beyond_map_table,
+    fold_linear,
+    fold_linear_summaries,
+    study_table,
+)
 from bayes_attn.io import concat_disjoint
-from bayes_attn.plotting.plots import induction_across_P, induction_patterns
+from bayes_attn.plotting.plots import induction_across_P, induction_beyond_map, induction_patterns
 
 
 def main():
     ap = arguments(__doc__)
     ap.add_argument("paths", nargs="+", help="the sweep file(s) of configs/induction_study.toml")
     ap.add_argument("--maps", default=None, help="the sweep file of configs/induction_maps.toml")
+    for name in ("posterior", "sgld", "llc"):
+        ap.add_argument(
+            f"--{name}", default=None, help=f"the file of configs/induction_{name}.toml"
+        )
     ap.add_argument("--out", default="docs/figures/induction")
     args = ap.parse_args()
     ds = fold_linear(_per_activation([open_study(p, keep=("seed",)) for p in args.paths]))
@@ -36,6 +48,12 @@ def main():
     save(induction_across_P(ds, mp), Path(args.out) / "order_parameters.png", dpi=90)
     if mp is not None:
         save(induction_patterns(mp), Path(args.out) / "patterns.png", dpi=90)
+    more = {k: fold_linear_summaries(open_study(getattr(args, k))) if getattr(args, k) else None
+            for k in ("posterior", "sgld", "llc")}  # fmt: skip
+    if any(v is not None for v in more.values()):
+        print(beyond_map_table(more["posterior"], more["sgld"], more["llc"]))
+        fig = induction_beyond_map(ds, more["posterior"], more["sgld"], more["llc"])
+        save(fig, Path(args.out) / "beyond_map.png", dpi=90)
 
 
 def _per_activation(files):
