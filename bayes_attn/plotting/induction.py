@@ -112,6 +112,9 @@ def _beyond_panel(ax, study, files, act, name):
         pts = done_points(f, act)
         ax.errorbar(pts.P.values, pts[name + stem].values, yerr=pts[name + "_sd"].values, fmt="o",
                     ms=4, capsize=3, color=color, label=label)  # fmt: skip
+        if key == "post":  # the MAP the chains started from, on the same held-out sequences
+            ax.plot(pts.P.values, pts[name + "_map"].values, "s", mfc="none", color=color, ms=7,
+                    label="its MAP (dataset 0, held out)")  # fmt: skip
 
 
 def induction_beyond_map(study, post=None, sgld=None, llc=None):
