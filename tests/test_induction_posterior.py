@@ -68,6 +68,8 @@ def test_llc_target_loss_at_its_point_with_a_stiff_readout_is_the_point_loss():
 @pytest.mark.parametrize(
     "kind, options, name",
     [("induction_profile", {"cvs": ["aG"]}, "cvs"),
+     ("induction_profile", {"profiles": 3}, "profiles"),
+     ("induction_profile", {"profiles": "/proc/no/such/folder"}, "profiles"),
      ("induction_posterior", {"metric": "dense"}, "metric"),
      ("induction_posterior", {"num_samples": 0}, "num_samples"),
      ("induction_llc", {"sampler": "smc"}, "sampler"),
@@ -96,8 +98,10 @@ def _one(da) -> float:
     return float(np.asarray(da).item())
 
 
-def _quick(name, tmp_path):
-    cfg = SweepConfig.from_dict(read_sweep_table(CONFIGS / f"{name}.toml", quick=True))
+def _quick(name, tmp_path, **options):
+    table = read_sweep_table(CONFIGS / f"{name}.toml", quick=True)
+    table["options"] = {**table.get("options", {}), **options}
+    cfg = SweepConfig.from_dict(table)
     ds = run_sweep(cfg, tmp_path / f"{name}.nc", progress=False)
     assert bool(ds.done.all())
     return ds
@@ -124,9 +128,19 @@ def test_induction_posterior_config_runs_at_its_quick_size(tmp_path):
 
 @pytest.mark.slow
 def test_induction_profile_config_runs_at_its_quick_size(tmp_path):
-    ds = _quick("induction_profile", tmp_path)
+    """The quick profile end to end, its whole umbrella run written to ``profiles`` (the figure's
+    input: an F(q) by MBAR with one value per bin), its windows' folder gone once it is stored."""
+    from bayes_attn import _arviz as az
+    from bayes_attn.analysis.free_energy import landscape_report
+
+    ds = _quick("induction_profile", tmp_path, profiles=str(tmp_path / "profiles"))
     assert ds.delta_F.sizes["cv"] == 1 and _one(ds.windows.max()) >= 2
     assert np.isfinite(_one(ds.barrier_weak.max())) or np.isfinite(_one(ds.q_weak.max()))
+    (written,) = (tmp_path / "profiles").glob("*.nc")
+    assert written.name == "kernel_P20_copy1_d0.nc"
+    prof = landscape_report(az.from_netcdf(written))
+    assert np.isfinite(prof.F.values).sum() >= 2
+    assert not list((tmp_path / "induction_profile.nc.points").glob("*"))
 
 
 @pytest.mark.slow

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -86,7 +87,7 @@ POSTERIOR_DEFAULTS = {**_MAP, "num_chains": 2, "num_warmup": 100, "num_samples":
 #: the options of the ``induction_profile`` kind: the sites profiled (the file's ``cv`` dim) and
 #: the umbrella's budget (the kernel level's settings, shrunk: docs/validation.md)
 PROFILE_DEFAULTS = {**_MAP, "cvs": ["copy1", "induction2"], "num_warmup": 50, "num_samples": 100,
-                    "num_chains": 1, "max_windows": 12, "refine": 0}  # fmt: skip
+                    "num_chains": 1, "max_windows": 12, "refine": 0, "profiles": ""}  # fmt: skip
 
 #: the options of the ``induction_llc`` kind: the localized target's width, nβ (0: n / log n), γ,
 #: the prior's inclusion, and the sampler ("sgld", "mala" or "nuts") with its budget and NUTS's
@@ -224,8 +225,9 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
 
 def check_profile(cfg, options: dict) -> dict:
     """:func:`~bayes_attn.experiments.induction.check_induction`, ``cvs`` among the scalar
-    sites of :data:`~bayes_attn.induction.SCORES`, and the umbrella's options
-    (:func:`~bayes_attn.inference.umbrella.umbrella_settings` names the bad one)."""
+    sites of :data:`~bayes_attn.induction.SCORES`, the umbrella's options
+    (:func:`~bayes_attn.inference.umbrella.umbrella_settings` names the bad one) and the folder
+    ``profiles`` (made here, before any work)."""
     from bayes_attn.inference.umbrella import umbrella_settings
 
     options = check_induction(cfg, options)
@@ -235,6 +237,16 @@ def check_profile(cfg, options: dict) -> dict:
         raise ValueError(f"cvs must be sites among {SCORES}, got {options['cvs']!r}")
     options["cvs"] = cvs
     umbrella_settings(**_umbrella_options(options))
+    profiles = options["profiles"]
+    if not isinstance(profiles, str):
+        raise ValueError(f"profiles must be a folder's path (a string), got {profiles!r}")
+    if profiles:
+        try:
+            Path(profiles).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(
+                f"profiles: cannot make the folder {profiles}: {err.strerror}"
+            ) from None
     return options
 
 
@@ -249,19 +261,30 @@ def profile_point(cfg, pt, task, hyper) -> dict:
     :func:`~bayes_attn.analysis.free_energy.landscape_report`: ``delta_F`` (F_strong - F_weak)
     and its ``delta_F_se``, ``q_divide``, ``q_weak`` and ``q_strong`` (the outer minima),
     ``n_profile_minima``, ``barrier_weak``, ``barrier_strong``, ``min_overlap``, ``max_r_hat``,
-    ``windows`` and the point's ``seconds``."""
+    ``windows`` and the point's ``seconds``. In a sweep each site's finished windows are kept in
+    the point's folder (:func:`~bayes_attn.experiments.sweep.point_folder`), so an interrupted
+    point resumes; with the option ``profiles`` (a folder) each site's whole umbrella run is also
+    written there, ``kernel_P{P}_{cv}_d{seed}.nc``, for the figures."""
     from bayes_attn.analysis.free_energy import landscape_report
+    from bayes_attn.experiments.landscape import write_landscape
+    from bayes_attn.experiments.sweep import point_folder
     from bayes_attn.inference.umbrella import UmbrellaSettings, run_umbrella
 
     t0 = time.perf_counter()
     task, o, act, seed, prob = _point_problem(cfg, pt, task, hyper)
+    folder = point_folder()
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
     rows = []
     for cv in o["cvs"]:
         idata = run_umbrella(two_layer_kernel_model, cv, seed=seed, starts=prob["starts"],
                              model_args=(task, hyper, prob["tokens"], act),
                              model_kwargs={"block": BLOCK},
                              settings=UmbrellaSettings.for_level("kernel"),
+                             checkpoint=None if folder is None else folder / f"windows_{cv}.nc",
                              **_umbrella_options(o))  # fmt: skip
+        if o["profiles"]:
+            write_landscape(idata, Path(o["profiles"]) / f"kernel_P{pt['P']:g}_{cv}_d{seed}.nc")
         prof = landscape_report(idata)
         q = prof.q_minimum.values
         rows.append({"delta_F": float(prof.delta_F), "delta_F_se": float(prof.delta_F_se),
