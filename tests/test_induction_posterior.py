@@ -132,6 +132,8 @@ def test_induction_profile_config_runs_at_its_quick_size(tmp_path):
     input: an F(q) by MBAR with one value per bin), its windows' folder gone once it is stored."""
     from bayes_attn import _arviz as az
     from bayes_attn.analysis.free_energy import landscape_report
+    from bayes_attn.experiments.results import profile_reports
+    from bayes_attn.plotting import plots
 
     ds = _quick("induction_profile", tmp_path, profiles=str(tmp_path / "profiles"))
     assert ds.delta_F.sizes["cv"] == 1 and _one(ds.windows.max()) >= 2
@@ -140,6 +142,9 @@ def test_induction_profile_config_runs_at_its_quick_size(tmp_path):
     assert written.name == "kernel_P20_copy1_d0.nc"
     prof = landscape_report(az.from_netcdf(written))
     assert np.isfinite(prof.F.values).sum() >= 2
+    panels = profile_reports(tmp_path / "profiles")  # what induction_figure.py --profiles draws
+    assert list(panels) == ["copy1"] and list(panels["copy1"]) == [20]
+    assert len(plots.induction_profiles(panels).axes) == 1
     assert not list((tmp_path / "induction_profile.nc.points").glob("*"))
 
 

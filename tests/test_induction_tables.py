@@ -150,3 +150,21 @@ def test_beyond_map_table_and_figure():
     assert len(fig.axes) == 8 and "not run" in [t.get_text() for t in fig.axes[7].texts]
     assert len(plots.induction_beyond_map(study, post).axes) == 6
     matplotlib.pyplot.close("all")
+
+
+def test_profile_reports_reads_both_kinds_names(tmp_path, monkeypatch):
+    """A sweep's profiles folder: the landscape kind's kernel_P{P}_d{seed}.nc (site aG) and the
+    induction_profile kind's kernel_P{P}_{cv}_d{seed}.nc; other datasets and widths left out."""
+    import bayes_attn._arviz as az
+    import bayes_attn.analysis.free_energy as fe
+    from bayes_attn.experiments.results import profile_reports
+
+    for name in ("kernel_P290_d0.nc", "kernel_P1500_copy1_d0.nc", "kernel_P1500_induction2_d0.nc",
+                 "kernel_P290_d1.nc", "kernel_P290_d0_g10000.nc", "reduced_P290_d0.nc"):  # fmt: skip
+        (tmp_path / name).touch()
+    monkeypatch.setattr(az, "from_netcdf", lambda f: f.name)  # the names are what is tested
+    monkeypatch.setattr(fe, "landscape_report", lambda idata: idata)
+    assert profile_reports(tmp_path) == {"aG": {290: "kernel_P290_d0.nc"},
+                                         "copy1": {1500: "kernel_P1500_copy1_d0.nc"},
+                                         "induction2": {1500: "kernel_P1500_induction2_d0.nc"}}  # fmt: skip
+    assert profile_reports(tmp_path / "none") == {}

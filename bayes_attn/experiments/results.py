@@ -1,12 +1,15 @@
 """A study's result file read back, as the drawing scripts of ``docs/scripts/`` read it: the file
 of a ``bayes-attn sweep`` (or an older file of the same variables) with its single-valued grid
 axes dropped (:func:`open_study`), its sweep's settings (:func:`options`, :func:`setting`) and
-preset (:func:`study_preset`), and the loss-filtered ensemble mean of a protocol file
-(:func:`filtered`)."""
+preset (:func:`study_preset`), the loss-filtered ensemble mean of a protocol file
+(:func:`filtered`), and the umbrella profiles a sweep wrote to its ``profiles`` folder
+(:func:`profile_reports`)."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import xarray as xr
 
@@ -47,3 +50,24 @@ def filtered(ds, name, keep=None):
     keep = ds.global_min > 0.5 if keep is None else keep
     x = ds[name].where(keep)
     return x.mean("member"), x.std("member"), keep.sum("member")
+
+
+#: a profile's file in a sweep's ``profiles`` folder: the ``landscape`` kind's
+#: ``{level}_P{P}_d{seed}.nc`` (its site aG) and ``induction_profile``'s ``kernel_P{P}_{cv}_d{seed}.nc``
+_PROFILE = re.compile(r"kernel_P(?P<P>[\d.]+)(?:_(?P<cv>[a-z]\w*?))?_d(?P<seed>\d+)\.nc")
+
+
+def profile_reports(folder, seed: int = 0) -> dict:
+    """``{cv: {P: landscape report}}`` of the kernel-level profiles of dataset ``seed`` in a
+    sweep's ``profiles`` folder (files of other widths, ``_g{width}``, are left out), each read by
+    :func:`~bayes_attn.analysis.free_energy.landscape_report`; {} for a folder with none."""
+    from bayes_attn import _arviz as az
+    from bayes_attn.analysis.free_energy import landscape_report
+
+    panels = {}
+    for f in sorted(Path(folder).glob("kernel_P*.nc")):
+        m = _PROFILE.fullmatch(f.name)
+        if m and int(m["seed"]) == seed:
+            report = landscape_report(az.from_netcdf(f))
+            panels.setdefault(m["cv"] or "aG", {})[int(float(m["P"]))] = report
+    return panels

@@ -2,7 +2,8 @@
 that ``docs/scripts/induction_figure.py`` and ``docs/scripts/induction_training.py`` read: both
 layers' order parameters and the MAP's held-out loss against P (:func:`induction_across_P`), both
 layers' attention patterns at a few P (:func:`induction_patterns`), the posterior, SGLD and the
-LLC beside the MAP along P (:func:`induction_beyond_map`), Adam's training curves
+LLC beside the MAP along P (:func:`induction_beyond_map`), the umbrella profiles
+(:func:`induction_profiles`), Adam's training curves
 (:func:`induction_training`) and the LLC along training (:func:`induction_training_llc`).
 
 Data in, matplotlib Figure out: nothing here computes theory or reads a file.
@@ -160,6 +161,29 @@ def induction_beyond_map(study, post=None, sgld=None, llc=None):
                 if ax.get_legend_handles_labels()[0]:
                     ax.legend(fontsize=7, loc="best")
     fig.suptitle("Beyond the MAP: the two-layer posterior across P (L = 16, V = 3, seed 0)")
+    fig.tight_layout()
+    return fig
+
+
+def induction_profiles(panels):
+    """The umbrella profiles of the two-layer kernel-limit posterior (``induction_profile``'s
+    ``profiles`` folder), one panel per site: ``panels`` ``{cv: {P: landscape report}}``
+    (:func:`~bayes_attn.analysis.free_energy.landscape_report`), each F shifted to its minimum,
+    with its MBAR error bars, the outer minima marked."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.4), squeeze=False)
+    cmap = plt.get_cmap("viridis")
+    for ax, (cv, reps) in zip(axes[0], panels.items(), strict=True):
+        for i, P in enumerate(sorted(reps)):
+            prof, color = reps[P], cmap(0.85 * i / max(len(reps) - 1, 1))
+            ok = np.isfinite(prof.F.values)
+            F = prof.F.values - np.nanmin(prof.F.values)
+            ax.errorbar(prof.q.values[ok], F[ok], yerr=prof.F_se.values[ok], fmt="o-", ms=2,
+                        lw=0.6, color=color, capsize=1, label=f"P = {P}")  # fmt: skip
+            for q in np.atleast_1d(prof.q_minimum.values):
+                ax.axvline(q, color=color, ls=":", lw=0.8)
+        ax.set(xlabel=cv, ylabel=f"F({cv}) − min [nats]", title=f"profile along {cv}")
+        ax.legend(fontsize=7)
+    fig.suptitle("Two-layer kernel-limit posterior: umbrella profiles (dotted: minima of F)")
     fig.tight_layout()
     return fig
 

@@ -11,7 +11,9 @@ patterns):
 Prints the table of seed means and writes docs/figures/induction/order_parameters.png and
 docs/figures/induction/patterns.png. With ``--posterior``, ``--sgld`` and ``--llc`` (the files of
 configs/induction_{posterior,sgld,llc}.toml) it also prints their table and writes
-docs/figures/induction/beyond_map.png. Only reads the files (points not yet done are left out).
+docs/figures/induction/beyond_map.png; with ``--profiles FOLDER`` (configs/induction_profile.toml's
+``profiles``) it draws docs/figures/induction/profiles.png. Only reads the files (points not yet
+done are left out).
 Several study files (one config's sweep run per activation, ``--activation softmax`` and
 ``--activation linear`` with their own ``--out``) are read together: each activation from the
 file that has the most of its points done.
@@ -28,8 +30,14 @@ from bayes_attn.analysis.induction_tables import (
     fold_linear_summaries,
     study_table,
 )
+from bayes_attn.experiments.results import profile_reports
 from bayes_attn.io import concat_disjoint
-from bayes_attn.plotting.plots import induction_across_P, induction_beyond_map, induction_patterns
+from bayes_attn.plotting.plots import (
+    induction_across_P,
+    induction_beyond_map,
+    induction_patterns,
+    induction_profiles,
+)
 
 
 def main():
@@ -40,6 +48,7 @@ def main():
         ap.add_argument(
             f"--{name}", default=None, help=f"the file of configs/induction_{name}.toml"
         )
+    ap.add_argument("--profiles", default=None, help="the profiles folder of induction_profile")
     ap.add_argument("--out", default="docs/figures/induction")
     args = ap.parse_args()
     ds = fold_linear(_per_activation([open_study(p, keep=("seed",)) for p in args.paths]))
@@ -54,6 +63,9 @@ def main():
         print(beyond_map_table(more["posterior"], more["sgld"], more["llc"]))
         fig = induction_beyond_map(ds, more["posterior"], more["sgld"], more["llc"])
         save(fig, Path(args.out) / "beyond_map.png", dpi=90)
+    panels = profile_reports(args.profiles) if args.profiles else {}
+    if panels:
+        save(induction_profiles(panels), Path(args.out) / "profiles.png", dpi=90)
 
 
 def _per_activation(files):

@@ -23,6 +23,7 @@ from _study import pyplot
 import bayes_attn as ba
 from bayes_attn import _arviz as az
 from bayes_attn.analysis.free_energy import landscape_report, profile_mean
+from bayes_attn.experiments.results import profile_reports
 from bayes_attn.plotting.studies import free_energy_scan, linear_profiles, token_profiles
 from bayes_attn.theory.modes import phase_boundary
 from bayes_attn.theory.profile import delta_F_at
@@ -109,8 +110,7 @@ def tokens_figure():
     """docs/figures/tokens/profiles.png: the structured-token profiles (tokens_profile.toml's
     folders), each P's F(aG) shifted to its minimum, the study's divide aG = 2 marked."""
     tokens = Path("docs/figures/tokens")
-    panels = {title: {int(re.search(r"_P(\d+)_", f.name).group(1)): landscape_report(
-                  az.from_netcdf(f)) for f in sorted((tokens / folder).glob("kernel_P*_d0.nc"))}
+    panels = {title: profile_reports(tokens / folder).get("aG", {})
               for title, folder in (("Zipf s = 1 (dataset 0)", "profiles_zipf1"),
                                     ("global chain α = 0.3, chain 0", "profiles_markov_a0.3"))}  # fmt: skip
     if any(panels.values()):
