@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import stat
 from numbers import Integral, Real
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -212,3 +215,28 @@ class Record:
         """The fields by name (:func:`dataclasses.asdict`: nested records, lists and tuples
         copied)."""
         return dataclasses.asdict(self)
+
+
+def writable(path: Path, folder: bool) -> bool:
+    """``os.access`` says yes, and so do the mode bits: root passes every access check, but a
+    file or folder without any write bit was made read-only on purpose."""
+    bits = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+    return os.access(path, os.W_OK | (os.X_OK if folder else 0)) and bool(
+        path.stat().st_mode & bits
+    )
+
+
+def check_output_folder(name: str, value) -> str:
+    """``value`` a folder's path (a string; "" for none) that can be made and written: it is, or
+    its nearest existing ancestor is, a writable folder. Nothing is made here."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a folder's path (a string), got {value!r}")
+    if value:
+        base = Path(value)
+        while not base.exists() and base != base.parent:
+            base = base.parent
+        if not base.is_dir() or not writable(base, folder=True):
+            raise ValueError(
+                f"{name}: cannot write the folder {value} ({base} is not a writable folder)"
+            )
+    return value

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from bayes_attn._validation import writable
+
 
 class Floats(click.ParamType):
     """A comma-separated list of numbers: ``--P 100,200,400``."""
@@ -86,15 +88,6 @@ class Steps(_OrAuto):
 
 
 BURNIN = Steps()
-
-
-def writable(path: Path, folder: bool) -> bool:
-    """``os.access`` says yes, and so do the mode bits: root passes every access check, but a
-    file or folder without any write bit was made read-only on purpose."""
-    bits = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
-    return os.access(path, os.W_OK | (os.X_OK if folder else 0)) and bool(
-        path.stat().st_mode & bits
-    )
 
 
 def package_result(path: Path) -> bool:

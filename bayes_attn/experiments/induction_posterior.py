@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_attn import _arviz as az
-from bayes_attn._validation import check_int, check_positive
+from bayes_attn._validation import check_int, check_output_folder, check_positive
 from bayes_attn.experiments.induction import (
     WEAK_BETA,
     check_induction,
@@ -226,8 +226,8 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
 def check_profile(cfg, options: dict) -> dict:
     """:func:`~bayes_attn.experiments.induction.check_induction`, ``cvs`` among the scalar
     sites of :data:`~bayes_attn.induction.SCORES`, the umbrella's options
-    (:func:`~bayes_attn.inference.umbrella.umbrella_settings` names the bad one) and the folder
-    ``profiles`` (made here, before any work)."""
+    (:func:`~bayes_attn.inference.umbrella.umbrella_settings` names the bad one) and that the
+    folder ``profiles`` can be written, before any work."""
     from bayes_attn.inference.umbrella import umbrella_settings
 
     options = check_induction(cfg, options)
@@ -237,16 +237,7 @@ def check_profile(cfg, options: dict) -> dict:
         raise ValueError(f"cvs must be sites among {SCORES}, got {options['cvs']!r}")
     options["cvs"] = cvs
     umbrella_settings(**_umbrella_options(options))
-    profiles = options["profiles"]
-    if not isinstance(profiles, str):
-        raise ValueError(f"profiles must be a folder's path (a string), got {profiles!r}")
-    if profiles:
-        try:
-            Path(profiles).mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise ValueError(
-                f"profiles: cannot make the folder {profiles}: {err.strerror}"
-            ) from None
+    check_output_folder("profiles", options["profiles"])
     return options
 
 
