@@ -69,6 +69,8 @@ def test_llc_target_loss_at_its_point_with_a_stiff_readout_is_the_point_loss():
     "kind, options, name",
     [("induction_profile", {"cvs": ["aG"]}, "cvs"),
      ("induction_profile", {"profiles": 3}, "profiles"),
+     ("induction_profile", {"centres": {"aG": [0.0, 1.0]}}, "centres"),
+     ("induction_profile", {"centres": {"copy1": [1.0, 0.5]}}, "centres"),
      ("induction_profile", {"profiles": "/proc/no/such/folder"}, "profiles"),
      ("induction_posterior", {"metric": "dense"}, "metric"),
      ("induction_posterior", {"num_samples": 0}, "num_samples"),
@@ -135,8 +137,9 @@ def test_induction_profile_config_runs_at_its_quick_size(tmp_path):
     from bayes_attn.experiments.results import profile_reports
     from bayes_attn.plotting import plots
 
-    ds = _quick("induction_profile", tmp_path, profiles=str(tmp_path / "profiles"))
-    assert ds.delta_F.sizes["cv"] == 1 and _one(ds.windows.max()) >= 2
+    centres = {"copy1": [-1.0, -0.7, -0.4, -0.1, 0.2]}  # fixed windows, as the config sets them
+    ds = _quick("induction_profile", tmp_path, profiles=str(tmp_path / "profiles"), centres=centres)
+    assert ds.delta_F.sizes["cv"] == 1 and _one(ds.windows.max()) == 5
     assert np.isfinite(_one(ds.barrier_weak.max())) or np.isfinite(_one(ds.q_weak.max()))
     (written,) = (tmp_path / "profiles").glob("*.nc")
     assert written.name == "kernel_P20_copy1_d0.nc"

@@ -87,7 +87,8 @@ POSTERIOR_DEFAULTS = {**_MAP, "num_chains": 2, "num_warmup": 100, "num_samples":
 #: the options of the ``induction_profile`` kind: the sites profiled (the file's ``cv`` dim) and
 #: the umbrella's budget (the kernel level's settings, shrunk: docs/validation.md)
 PROFILE_DEFAULTS = {**_MAP, "cvs": ["copy1", "induction2"], "num_warmup": 50, "num_samples": 100,
-                    "num_chains": 1, "max_windows": 12, "refine": 0, "profiles": ""}  # fmt: skip
+                    "num_chains": 1, "max_windows": 12, "refine": 0, "profiles": "",
+                    "centres": {}}  # fmt: skip
 
 #: the options of the ``induction_llc`` kind: the localized target's width, nβ (0: n / log n), γ,
 #: the prior's inclusion, and the sampler ("sgld", "mala" or "nuts") with its budget and NUTS's
@@ -238,6 +239,15 @@ def check_profile(cfg, options: dict) -> dict:
     options["cvs"] = cvs
     umbrella_settings(**_umbrella_options(options))
     check_output_folder("profiles", options["profiles"])
+    centres = options["centres"]
+    if not isinstance(centres, dict) or set(centres) - set(SCORES):  # a site not profiled: unused
+        raise ValueError(
+            f"centres must map sites among {SCORES} to window centres, got {centres!r}"
+        )
+    for cv, c in centres.items():
+        c = np.asarray(c, dtype=float) if isinstance(c, list) else np.array([])
+        if c.size < 2 or not np.all(np.isfinite(c)) or np.any(np.diff(c) <= 0):
+            raise ValueError(f"centres: {cv}'s must be at least two increasing finite numbers")
     return options
 
 
@@ -247,8 +257,9 @@ def _umbrella_options(o: dict) -> dict:
 
 def profile_point(cfg, pt, task, hyper) -> dict:
     """One ``induction_profile`` point: for each site of ``cvs`` (the ``cv`` dim), the umbrella
-    profile of the kernel-limit posterior (windows from the modes of the MAP search's starts,
-    the kernel level's settings with the options' budget), read by
+    profile of the kernel-limit posterior (windows from the modes of the MAP search's starts, or
+    at the option ``centres``' values for that site, the kernel level's settings with the
+    options' budget), read by
     :func:`~bayes_attn.analysis.free_energy.landscape_report`: ``delta_F`` (F_strong - F_weak)
     and its ``delta_F_se``, ``q_divide``, ``q_weak`` and ``q_strong`` (the outer minima),
     ``n_profile_minima``, ``barrier_weak``, ``barrier_strong``, ``min_overlap``, ``max_r_hat``,
@@ -273,6 +284,7 @@ def profile_point(cfg, pt, task, hyper) -> dict:
                              model_kwargs={"block": BLOCK},
                              settings=UmbrellaSettings.for_level("kernel"),
                              checkpoint=None if folder is None else folder / f"windows_{cv}.nc",
+                             centres=o["centres"].get(cv),
                              **_umbrella_options(o))  # fmt: skip
         if o["profiles"]:
             write_landscape(idata, Path(o["profiles"]) / f"kernel_P{pt['P']:g}_{cv}_d{seed}.nc")
