@@ -129,6 +129,9 @@ def test_beyond_map_table_and_figure():
     assert float(post.copy1_mean.sel(activation="linear", P=10)) == 0.4
     assert float(post.copy1_mean.sel(activation="softmax", P=10)) == -0.4  # softmax: as it is
     assert float(post.copy1_sd.sel(activation="linear", P=10)) == 0.5
+    draws = _summaries(["copy1", "copy1_adam", "copy1_sd"], ("linear",), [True, True],
+                       copy1=-0.3, copy1_adam=0.0)  # SGLD's: no MAP, a start at copy1 = 0  # fmt: skip
+    assert float(fold_linear_summaries(draws).copy1.sel(activation="linear", P=10)) == 0.3
     sgld_names = [*stems, "copy1_sd", "copy1_rhat", "induction2_excess_sd",
                   "induction2_excess_rhat", "U_rhat", "copy1_adam"]  # fmt: skip
     sgld = _summaries(sgld_names, ("softmax",), [False, True])

@@ -60,10 +60,11 @@ def fold_linear(ds):
 def fold_linear_summaries(ds):
     """:func:`fold_linear` for a file of summaries (``induction_posterior``, ``induction_sgld``):
     every layer-1 variable (``copy1*`` and ``uniform1*`` but their R-hat, ESS and spread) times
-    the sign of the point's copy1 at its MAP (``copy1_map``) or Adam start (``copy1_adam``)."""
+    the sign of the point's copy1 at its MAP (``copy1_map``), else of its draws' mean (``copy1``:
+    SGLD's, whose Adam start may sit at copy1 = 0 with either sign)."""
     if "activation" not in ds.dims or "linear" not in ds.activation.values:
         return ds
-    ref = ds["copy1_map"] if "copy1_map" in ds else ds["copy1_adam"]
+    ref = ds["copy1_map"] if "copy1_map" in ds else ds["copy1"]
     sign = np.sign(ref).where(ref != 0, 1.0).where(ds.activation == "linear", 1.0)
     unsigned = ("_sd", "_rhat", "_ess")
     names = [k for k in ds.data_vars
