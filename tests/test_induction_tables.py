@@ -119,19 +119,19 @@ def _summaries(names, acts, done, **fixed):
 def test_beyond_map_table_and_figure():
     """The posterior, SGLD and LLC files beside the study: a row per (activation, P) that any
     file has done; a linear point's layer-1 values folded by its MAP's sign, not its spread."""
-    from bayes_attn.analysis.induction_tables import beyond_map_table, fold_linear_summaries
+    from bayes_attn.analysis.induction_tables import beyond_map_table, fold_linear
 
     stems = ("copy1", "uniform1", "induction2_excess")
     post = _summaries([f"{s}_{k}" for s in stems for k in ("map", "mean", "sd", "rhat", "ess")]
                       + ["loss_predictive", "loss_map", "loss_bigram"], ("softmax", "linear"),
                       [True, False, True, False], copy1_map=-0.5, copy1_mean=-0.4)  # fmt: skip
-    post = fold_linear_summaries(post)
+    post = fold_linear(post)
     assert float(post.copy1_mean.sel(activation="linear", P=10)) == 0.4
     assert float(post.copy1_mean.sel(activation="softmax", P=10)) == -0.4  # softmax: as it is
     assert float(post.copy1_sd.sel(activation="linear", P=10)) == 0.5
     draws = _summaries(["copy1", "copy1_adam", "copy1_sd"], ("linear",), [True, True],
                        copy1=-0.3, copy1_adam=0.0)  # SGLD's: no MAP, a start at copy1 = 0  # fmt: skip
-    assert float(fold_linear_summaries(draws).copy1.sel(activation="linear", P=10)) == 0.3
+    assert float(fold_linear(draws).copy1.sel(activation="linear", P=10)) == 0.3
     sgld_names = [*stems, "copy1_sd", "copy1_rhat", "induction2_excess_sd",
                   "induction2_excess_rhat", "U_rhat", "copy1_adam"]  # fmt: skip
     sgld = _summaries(sgld_names, ("softmax",), [False, True])

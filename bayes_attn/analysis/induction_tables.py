@@ -19,7 +19,6 @@ __all__ = [
     "closure_table",
     "done_points",
     "fold_linear",
-    "fold_linear_summaries",
     "llc_snapshots",
     "plateau_table",
     "study_table",
@@ -46,22 +45,13 @@ def fold_linear(ds):
     With linear attention and the readout integrated out, M1 -> -M1 flips layer 1's output,
     which layer 2's form (its h1 block) and the readout absorb: the evidence and the prior are
     even in M1, so (uniform1, copy1) and -(uniform1, copy1) are the same mode, and a MAP lands
-    on either sign (datasets at one P do). Both scores are multiplied by the sign of copy1
-    (+1 where copy1 is 0), as the one-layer linear cG is folded; softmax points are unchanged.
+    on either sign (datasets at one P do). Every layer-1 variable (``copy1*`` and ``uniform1*``
+    but their spread, R-hat and ESS: ``_sd``, ``_rhat``, ``_ess``) is multiplied by the sign of
+    the point's copy1 at its MAP (``copy1_map``, in the posterior's summaries), else of ``copy1``
+    (the MAP's in a study file; the draws' mean in SGLD's, whose Adam start may sit at copy1 = 0
+    with either sign), +1 where that is 0, as the one-layer linear cG is folded; softmax points
+    are unchanged.
     """
-    if "activation" not in ds.dims or "linear" not in ds.activation.values:
-        return ds
-    linear = ds.activation == "linear"
-    sign = np.sign(ds.copy1).where(ds.copy1 != 0, 1.0)
-    sign = sign.where(linear, 1.0)
-    return ds.assign(copy1=ds.copy1 * sign, uniform1=ds.uniform1 * sign)
-
-
-def fold_linear_summaries(ds):
-    """:func:`fold_linear` for a file of summaries (``induction_posterior``, ``induction_sgld``):
-    every layer-1 variable (``copy1*`` and ``uniform1*`` but their R-hat, ESS and spread) times
-    the sign of the point's copy1 at its MAP (``copy1_map``), else of its draws' mean (``copy1``:
-    SGLD's, whose Adam start may sit at copy1 = 0 with either sign)."""
     if "activation" not in ds.dims or "linear" not in ds.activation.values:
         return ds
     ref = ds["copy1_map"] if "copy1_map" in ds else ds["copy1"]

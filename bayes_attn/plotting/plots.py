@@ -17,7 +17,8 @@ face of the plots; the bodies live by concept, one import away:
   ``linear_profiles``, ``tokens_pstar``, ``pstar_scaling``, ``protocol_widths``,
   ``frozen_protocol``);
 * :mod:`bayes_attn.plotting.induction`: the induction-head study figures (``induction_across_P``,
-  ``induction_beyond_map``, ``induction_profiles``, ``induction_patterns``, ``induction_training``, ``induction_training_llc``).
+  ``induction_beyond_map``, ``induction_profiles``, ``induction_patterns``,
+  ``induction_training``, ``induction_training_llc``).
 """
 
 from __future__ import annotations

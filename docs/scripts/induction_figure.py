@@ -27,7 +27,6 @@ from bayes_attn.analysis.induction_tables import (
     ACTIVATIONS,
     beyond_map_table,
     fold_linear,
-    fold_linear_summaries,
     study_table,
 )
 from bayes_attn.experiments.results import profile_reports
@@ -57,7 +56,7 @@ def main():
     save(induction_across_P(ds, mp), Path(args.out) / "order_parameters.png", dpi=90)
     if mp is not None:
         save(induction_patterns(mp), Path(args.out) / "patterns.png", dpi=90)
-    more = {k: fold_linear_summaries(open_study(getattr(args, k))) if getattr(args, k) else None
+    more = {k: fold_linear(open_study(getattr(args, k))) if getattr(args, k) else None
             for k in ("posterior", "sgld", "llc")}  # fmt: skip
     if any(v is not None for v in more.values()):
         print(beyond_map_table(more["posterior"], more["sgld"], more["llc"]))
