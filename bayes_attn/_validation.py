@@ -217,6 +217,18 @@ class Record:
         return dataclasses.asdict(self)
 
 
+def check_centres(name: str, value) -> np.ndarray:
+    """Umbrella window centres: at least two distinct finite numbers, returned sorted (float64);
+    a ``ValueError`` naming ``name`` otherwise."""
+    try:
+        c = np.sort(np.asarray(value, dtype=np.float64).ravel())
+    except (TypeError, ValueError):
+        c = np.array([])
+    if c.size < 2 or not np.all(np.isfinite(c)) or np.any(np.diff(c) <= 0):
+        raise ValueError(f"{name}: give at least two distinct finite window centres, got {value!r}")
+    return c
+
+
 def writable(path: Path, folder: bool) -> bool:
     """``os.access`` says yes, and so do the mode bits: root passes every access check, but a
     file or folder without any write bit was made read-only on purpose."""

@@ -135,6 +135,7 @@ def test_smc_on_a_crossing_matches_quadrature_through_run_llc():
     assert est.exploration.ok, est.summary()
 
 
+@pytest.mark.slow  # ~18 s; the default run keeps the check's pass (SMC above) and its parts
 def test_exploration_flags_nuts_on_the_crossing_and_passes_the_quadratic():
     """NUTS started at w* on w_1² w_2² at nβ = 1000 (the issue's case, 500 draws) fails the
     check of |w - w*|; NUTS on the quadratic passes it."""

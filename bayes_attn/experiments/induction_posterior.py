@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_attn import _arviz as az
-from bayes_attn._validation import check_int, check_output_folder, check_positive
+from bayes_attn._validation import check_centres, check_int, check_output_folder, check_positive
 from bayes_attn.experiments.induction import (
     WEAK_BETA,
     check_induction,
@@ -245,9 +245,7 @@ def check_profile(cfg, options: dict) -> dict:
             f"centres must map sites among {SCORES} to window centres, got {centres!r}"
         )
     for cv, c in centres.items():
-        c = np.asarray(c, dtype=float) if isinstance(c, list) else np.array([])
-        if c.size < 2 or not np.all(np.isfinite(c)) or np.any(np.diff(c) <= 0):
-            raise ValueError(f"centres: {cv}'s must be at least two increasing finite numbers")
+        check_centres(f"centres: {cv}'s", c)
     return options
 
 

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayes_attn._validation import check_int, check_positive
+from bayes_attn._validation import check_centres, check_int, check_positive
 from bayes_attn.inference import potential
 
 __all__ = ["GENERIC_STARTS", "CoverageWarning", "UmbrellaPlan", "coverage", "plan_windows"]
@@ -198,9 +198,7 @@ def plan_windows(
         lo, hi = qs[0] - past * sds[0], qs[-1] + past * sds[-1]
         n = int(np.clip(math.ceil((hi - lo) / sds.min()) + 1, 8, max_windows))
         centres = np.linspace(lo, hi, n)
-    centres = np.sort(np.asarray(centres, dtype=np.float64).ravel())
-    if centres.size < 2 or not np.all(np.isfinite(centres)) or np.any(np.diff(centres) <= 0):
-        raise ValueError("centres: give at least two distinct finite window centres")
+    centres = check_centres("centres", centres)
     if kappa is None:
         kappa = 1.0 / float(np.median(np.diff(centres))) ** 2
     kappa = np.broadcast_to(np.asarray(kappa, dtype=np.float64), centres.shape).copy()

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bayes_attn.analysis.induction_tables import ACTIVATIONS, SOURCES, done_points, llc_snapshots
+from bayes_attn.plotting._common import _shifted_profiles
 
 #: the reference losses of the study file: (variable, label, colour, line style)
 REFS = (("loss_bigram", "Bayes (Dirichlet bigram)", "k", "-."),
@@ -173,14 +174,7 @@ def induction_profiles(panels):
     fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.4), squeeze=False)
     cmap = plt.get_cmap("viridis")
     for ax, (cv, reps) in zip(axes[0], panels.items(), strict=True):
-        for i, P in enumerate(sorted(reps)):
-            prof, color = reps[P], cmap(0.85 * i / max(len(reps) - 1, 1))
-            ok = np.isfinite(prof.F.values)
-            F = prof.F.values - np.nanmin(prof.F.values)
-            ax.errorbar(prof.q.values[ok], F[ok], yerr=prof.F_se.values[ok], fmt="o-", ms=2,
-                        lw=0.6, color=color, capsize=1, label=f"P = {P}")  # fmt: skip
-            for q in np.atleast_1d(prof.q_minimum.values):
-                ax.axvline(q, color=color, ls=":", lw=0.8)
+        _shifted_profiles(ax, reps, sorted(reps), cmap, fmt="o-", mark_minima=True)
         ax.set(xlabel=cv, ylabel=f"F({cv}) − min [nats]", title=f"profile along {cv}")
         ax.legend(fontsize=7)
     fig.suptitle("Two-layer kernel-limit posterior: umbrella profiles (dotted: minima of F)")

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bayes_attn.analysis.tokens_tables import pstar_per_x
+from bayes_attn.plotting._common import _shifted_profiles
 
 #: the third panel of :func:`llc_against_P`: softmax through the coexistence window, linear P axis
 ZOOM = (240, 310)
@@ -209,12 +210,9 @@ def _scan_profiles(c, plain, divide, cmap):
     Ps = sorted(plain)
     if len(Ps) > 6:
         Ps = [P for P in (260, 272, 284, 290, 300, 320) if P in plain] or Ps[:: len(Ps) // 6 + 1]
-    for i, P in enumerate(Ps):
-        prof, col = plain[P], cmap(0.85 * i / max(len(Ps) - 1, 1))  # no pale yellow
-        ok = np.isfinite(prof.F.values)
-        F = prof.F.values - np.nanmin(prof.F.values)
-        c.errorbar(prof.q.values[ok], F[ok], yerr=prof.F_se.values[ok], fmt="o", ms=2,
-                   color=col, capsize=1, label=f"P = {P}")  # fmt: skip
+    colours = _shifted_profiles(c, plain, Ps, cmap)
+    for P, col in colours.items():
+        prof = plain[P]
         if "F_level2" in prof:
             F2 = prof.F_level2.values
             c.plot(prof.q.values, F2 - np.nanmin(F2), "-", color=col, lw=0.8, alpha=0.7)
