@@ -508,7 +508,7 @@ def test_a_landscape_sweep_point_keeps_its_windows_in_the_point_folder(tmp_path,
     so an interrupted sweep resumes the point's finished windows (the checkpoint's resume is
     test_level2_landscape_resumes_to_the_same_draws)."""
     from bayes_attn.experiments import landscape as ls
-    from bayes_attn.experiments.sweep import SweepConfig, run_sweep
+    from bayes_attn.experiments.sweep import SweepConfig, point_progress, run_sweep
 
     seen = {}
 
@@ -523,4 +523,9 @@ def test_a_landscape_sweep_point_keeps_its_windows_in_the_point_folder(tmp_path,
         run_sweep(cfg, tmp_path / "s.nc", progress=False)
     ckpt = seen["checkpoint"]
     assert ckpt.name == "windows.nc" and ckpt.parent.parent == tmp_path / "s.nc.points"
-    assert ckpt.parent.is_dir()
+    assert ckpt.parent.is_dir() and seen["progress"] is False
+    # the sweep's progress reaches the point (a line per window for hour-long points), and only
+    # inside the sweep (experiments.sweep.point_progress)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(cfg, tmp_path / "s.nc", progress=True)
+    assert seen["progress"] is True and point_progress() is False

@@ -267,7 +267,7 @@ def profile_point(cfg, pt, task, hyper) -> dict:
     written there, ``kernel_P{P}_{cv}_d{seed}.nc``, for the figures."""
     from bayes_attn.analysis.free_energy import landscape_report
     from bayes_attn.experiments.landscape import write_landscape
-    from bayes_attn.experiments.sweep import point_folder
+    from bayes_attn.experiments.sweep import point_folder, point_progress
     from bayes_attn.inference.umbrella import UmbrellaSettings, run_umbrella
 
     t0 = time.perf_counter()
@@ -282,7 +282,7 @@ def profile_point(cfg, pt, task, hyper) -> dict:
                              model_kwargs={"block": BLOCK},
                              settings=UmbrellaSettings.for_level("kernel"),
                              checkpoint=None if folder is None else folder / f"windows_{cv}.nc",
-                             centres=o["centres"].get(cv),
+                             centres=o["centres"].get(cv), progress=point_progress(),
                              **_umbrella_options(o))  # fmt: skip
         if o["profiles"]:
             write_landscape(idata, Path(o["profiles"]) / f"kernel_P{pt['P']:g}_{cv}_d{seed}.nc")

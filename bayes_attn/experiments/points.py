@@ -243,7 +243,7 @@ def protocol_point(cfg, pt, task, hyper):
 
 def landscape_point(cfg, pt, task, hyper):
     from bayes_attn.experiments.landscape import landscape_report, run_landscape
-    from bayes_attn.experiments.sweep import point_folder
+    from bayes_attn.experiments.sweep import point_folder, point_progress
 
     if pt["activation"] != "softmax":
         raise ValueError("activation: a landscape sweep is of softmax's aG; list only softmax")
@@ -261,7 +261,7 @@ def landscape_point(cfg, pt, task, hyper):
         folder.mkdir(parents=True, exist_ok=True)
         o["checkpoint"] = folder / "windows.nc"
     idata = run_landscape(task, hyper, P, level, gram_width=width or None, tokens=tokens,
-                          include_logdet=logdet, seed=pt["seed"], progress=False, **o)  # fmt: skip
+                          include_logdet=logdet, seed=pt["seed"], progress=point_progress(), **o)  # fmt: skip
     if profiles:  # the whole profile, for the figures (docs/scripts/landscape_figure.py)
         from pathlib import Path
 

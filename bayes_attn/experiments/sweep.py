@@ -434,15 +434,29 @@ def point_folder() -> Path | None:
     return _POINT_FOLDER.get()
 
 
+_POINT_PROGRESS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "bayes_attn_point_progress", default=False
+)
+
+
+def point_progress() -> bool:
+    """Whether the point that :func:`run_sweep` is computing may report its own progress (the
+    sweep's ``progress``: a line per umbrella window, say, under the sweep's bar, for points that
+    run for hours); False outside a sweep."""
+    return _POINT_PROGRESS.get()
+
+
 @contextlib.contextmanager
-def _in_point_folder(path: Path, pt: dict):
-    """Run the point with :func:`point_folder` set; remove the folder once the point is stored."""
+def _in_point_folder(path: Path, pt: dict, progress: bool = False):
+    """Run the point with :func:`point_folder` (and :func:`point_progress`) set; remove the folder
+    once the point is stored."""
     folder = path.with_name(path.name + ".points") / ",".join(f"{d}={pt[d]}" for d in GRID)
-    token = _POINT_FOLDER.set(folder)
+    token, shown = _POINT_FOLDER.set(folder), _POINT_PROGRESS.set(bool(progress))
     try:
         yield
     finally:
         _POINT_FOLDER.reset(token)
+        _POINT_PROGRESS.reset(shown)
     shutil.rmtree(folder, ignore_errors=True)  # only after the point is stored
     with contextlib.suppress(OSError):
         folder.parent.rmdir()  # once every point's folder is gone
@@ -476,7 +490,8 @@ def run_sweep(
         twice, and this call returns once every point is done (taking over the points of
         processes that died).
     progress : bool
-        A progress bar over the points (to stderr).
+        A progress bar over the points (to stderr), and the points' own progress lines where
+        their kind reports it (:func:`point_progress`: the umbrella's windows, for instance).
     process_id, num_processes : int
         Work on every ``num_processes``-th point starting at ``process_id`` (one process of a
         multi-host run writing its own file; merge the files with :func:`merge_sweeps`).
@@ -515,7 +530,7 @@ def run_sweep(
             else:
                 try:
                     bar.set_postfix(_postfix(cfg, nxt.point))
-                    with _in_point_folder(path, nxt.point):
+                    with _in_point_folder(path, nxt.point, progress):
                         ds = shared.store(cfg, nxt.index, compute_point(cfg, nxt.index, nxt.point))
                     computed += 1
                 finally:
