@@ -10,6 +10,7 @@ import pytest
 import xarray as xr
 
 import bayes_attn
+from bayes_attn.analysis.free_energy import equal_weight_crossing
 from bayes_attn.experiments import induction_posterior as ip
 from bayes_attn.experiments.sweep import SweepConfig, read_sweep_table, run_sweep
 from bayes_attn.induction import InductionTask
@@ -94,6 +95,13 @@ def test_equal_weight_P_interpolates_the_sign_change_in_log_P():
     assert np.isnan(ip.equal_weight_P(ds, "induction2"))
     with pytest.raises(ValueError, match="cv"):
         ip.equal_weight_P(ds, "uniform1")
+    # the crossing itself (analysis.free_energy): an exact zero, non-finite values left out
+    assert equal_weight_crossing([100, 300, 1000], [2.0, 0.0, -1.0]) == 300.0
+    assert equal_weight_crossing([100, 300, 1000], [2.0, np.nan, -2.0]) == pytest.approx(
+        np.sqrt(100 * 1000)
+    )
+    with pytest.raises(ValueError, match="delta_F"):
+        equal_weight_crossing([100, 300], [1.0])
 
 
 def _one(da) -> float:

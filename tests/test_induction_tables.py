@@ -2,6 +2,8 @@
 and docs/scripts/induction_training.py print and draw (bayes_attn.analysis.induction_tables,
 bayes_attn.plotting.induction), from small synthetic files shaped as the sweeps write them."""
 
+from pathlib import Path
+
 import matplotlib
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import xarray as xr
 
 from bayes_attn.analysis.induction_tables import (
     closure_table,
+    profile_table,
     symmetry_table,
     training_llc_table,
 )
@@ -166,8 +169,32 @@ def test_profile_reports_reads_both_kinds_names(tmp_path, monkeypatch):
                  "kernel_P290_d1.nc", "kernel_P290_d0_g10000.nc", "reduced_P290_d0.nc"):  # fmt: skip
         (tmp_path / name).touch()
     monkeypatch.setattr(az, "from_netcdf", lambda f: f.name)  # the names are what is tested
-    monkeypatch.setattr(fe, "landscape_report", lambda idata: idata)
+    monkeypatch.setattr(fe, "landscape_report", lambda idata, divide=None: idata)
     assert profile_reports(tmp_path) == {"aG": {290: "kernel_P290_d0.nc"},
                                          "copy1": {1500: "kernel_P1500_copy1_d0.nc"},
                                          "induction2": {1500: "kernel_P1500_induction2_d0.nc"}}  # fmt: skip
     assert profile_reports(tmp_path / "none") == {}
+    # each site read across its own divide where one is given
+    monkeypatch.setattr(fe, "landscape_report", lambda idata, divide=None: divide)
+    assert profile_reports(tmp_path, divides={"copy1": 1.5}) == {
+        "aG": {290: None},
+        "copy1": {1500: 1.5},
+        "induction2": {1500: None},
+    }
+
+
+def test_profile_table_reads_delta_F_across_a_fixed_divide():
+    """The committed chain alpha = 0.3 profiles (docs/validation.md, "Is the softmax transition
+    still first order?") read across aG = 2: one minimum each, Delta F 18.08 and 2.86 nats (the
+    table there, made by docs/scripts/landscape.py --split 2), no sign change; Zipf s = 1 at
+    P = 340 has two minima and Delta F < 0 across its own barrier."""
+    from bayes_attn.experiments.results import profile_reports
+
+    tokens = Path(__file__).resolve().parents[1] / "docs" / "figures" / "tokens"
+    chain = profile_reports(tokens / "profiles_markov_a0.3", divides={"aG": 2.0})
+    text = profile_table(chain).splitlines()
+    assert text[0].startswith("aG: P, windows") and len(text) == 4
+    assert "divide 2.000:   +18.08" in text[1] and "divide 2.000:    +2.86" in text[2]
+    assert text[3] == "  Delta F does not change sign across these P"
+    zipf = profile_reports(tokens / "profiles_zipf1")["aG"]
+    assert zipf[340].q_minimum.size == 2 and float(zipf[340].delta_F) < 0

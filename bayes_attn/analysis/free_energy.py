@@ -42,8 +42,8 @@ from bayes_attn._validation import check_int, check_positive
 from bayes_attn.progress import say
 from bayes_attn.theory.profile import reduced_profile
 
-__all__ = ["Verdict", "free_energy_profile", "landscape_report", "landscape_text", "profile_mean",
-           "profile_minima", "profile_verdict"]  # fmt: skip
+__all__ = ["Verdict", "equal_weight_crossing", "free_energy_profile", "landscape_report",
+           "landscape_text", "profile_mean", "profile_minima", "profile_verdict"]  # fmt: skip
 
 #: pymbar's rule of thumb for the overlap of neighbouring states
 MIN_OVERLAP = 0.03
@@ -377,6 +377,24 @@ def _bin_profile(task, hyper, P, prof, include_logdet, activation="softmax") -> 
     F_bin = top[:, 0] - np.log(mass / (hi - lo))
     ok = np.isfinite(F_bin)  # conditioned on the grid's range, as MBAR's F is
     return F_bin + logsumexp(-F_bin[ok] + np.log(hi - lo)[ok])
+
+
+def equal_weight_crossing(P, delta_F) -> float:
+    """The P where ``delta_F`` (F_strong - F_weak, one value per P, sorted by P) first changes
+    sign, linear in log P between the two points that bracket it: where the two phases weigh
+    the same. Non-finite values are left out; NaN where it does not change sign."""
+    P, dF = np.asarray(P, dtype=np.float64).ravel(), np.asarray(delta_F, np.float64).ravel()
+    if P.shape != dF.shape:
+        raise ValueError(f"delta_F must have one value per P ({P.size}), got {dF.size}")
+    ok = np.isfinite(dF) & np.isfinite(P)
+    P, dF = P[ok], dF[ok]
+    for i in range(len(P) - 1):
+        if dF[i] == 0:
+            return float(P[i])
+        if dF[i] * dF[i + 1] < 0:
+            t = dF[i] / (dF[i] - dF[i + 1])
+            return float(np.exp(np.log(P[i]) + t * (np.log(P[i + 1]) - np.log(P[i]))))
+    return math.nan
 
 
 def profile_mean(prof) -> float:

@@ -4,7 +4,7 @@ as ``docs/scripts/induction_figure.py``, ``docs/scripts/induction_training.py`` 
 Adam's plateau per P and token source (:func:`plateau_table`), the LLC along training
 (:func:`training_llc_table`), the extended families against the MAP (:func:`closure_table`),
 the symmetry test (:func:`symmetry_table`), and the posterior, SGLD and LLC along P
-(:func:`beyond_map_table`). Only reads what it is given (points not yet done are
+(:func:`beyond_map_table`), and the umbrella profiles along P (:func:`profile_table`). Only reads what it is given (points not yet done are
 left out)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ __all__ = [
     "fold_linear",
     "llc_snapshots",
     "plateau_table",
+    "profile_table",
     "study_table",
     "symmetry_table",
     "training_llc_table",
@@ -108,6 +109,34 @@ def beyond_map_table(post=None, sgld=None, llc=None) -> str:
                 cells.append(f"{float(lam.llc_mean):7.2f} ± {float(lam.llc_mcse):5.2f} "
                              f"{float(lam.llc_rhat):5.3f}")  # fmt: skip
             lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
+def profile_table(panels) -> str:
+    """Each site's umbrella profiles along P (``panels`` ``{cv: {P: landscape report}}``, as
+    :func:`~bayes_attn.experiments.results.profile_reports` reads them, with their divides):
+    the windows, the minima of F, Delta F = F_strong - F_weak across the report's divide with its
+    MBAR s.e., the barrier above each outer minimum (nan with one), the smallest neighbour overlap and the largest
+    window R-hat; under each site, the P where Delta F changes sign
+    (:func:`~bayes_attn.analysis.free_energy.equal_weight_crossing`)."""
+    from bayes_attn.analysis.free_energy import equal_weight_crossing
+
+    lines = []
+    for cv, reps in panels.items():
+        lines.append(f"{cv}: P, windows, minima of F, Delta F across the divide (s.e.), barrier "
+                     "above the weak and strong minima, smallest overlap, largest window R-hat")  # fmt: skip
+        Ps = sorted(reps)
+        for P in Ps:
+            r = reps[P]
+            q = ", ".join(f"{v:.3f}" for v in np.atleast_1d(r.q_minimum.values))
+            lines.append(f"  {P:<6} {r.sizes['window']:3d}  [{q}]  divide {float(r.divide):.3f}: "
+                         f"{float(r.delta_F):+8.2f} ({float(r.delta_F_se):.2f})  "
+                         f"{float(r.barrier_below):6.2f} {float(r.barrier_above):6.2f}  "
+                         f"{float(r.min_overlap_next):.3f}  "
+                         f"{float(np.nanmax(r.r_hat.values)):.3f}")  # fmt: skip
+        cross = equal_weight_crossing(Ps, [float(reps[P].delta_F) for P in Ps])
+        lines.append(f"  equal weights across the divide at P = {cross:.0f}" if np.isfinite(cross)
+                     else "  Delta F does not change sign across these P")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from bayes_attn import _arviz as az
 from bayes_attn._validation import check_centres, check_int, check_output_folder, check_positive
+from bayes_attn.analysis.free_energy import equal_weight_crossing
 from bayes_attn.experiments.induction import (
     WEAK_BETA,
     check_induction,
@@ -313,16 +314,7 @@ def equal_weight_P(ds, cv: str = "copy1", **sel) -> float:
     da = ds["delta_F"].sel(**sel)
     if "cv" in da.dims:
         da = da.isel(cv=cvs.index(cv))
-    P, dF = np.asarray(da["P"], float), np.asarray(da, float).ravel()
-    ok = np.isfinite(dF)
-    P, dF = P[ok], dF[ok]
-    for i in range(len(P) - 1):
-        if dF[i] == 0:
-            return float(P[i])
-        if dF[i] * dF[i + 1] < 0:
-            t = dF[i] / (dF[i] - dF[i + 1])
-            return float(np.exp(np.log(P[i]) + t * (np.log(P[i + 1]) - np.log(P[i]))))
-    return math.nan
+    return equal_weight_crossing(da["P"], da)
 
 
 # --------------------------------------------------------------------------------------------------

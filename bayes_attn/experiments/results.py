@@ -57,10 +57,12 @@ def filtered(ds, name, keep=None):
 _PROFILE = re.compile(r"kernel_P(?P<P>[\d.]+)(?:_(?P<cv>[a-z]\w*?))?_d(?P<seed>\d+)\.nc")
 
 
-def profile_reports(folder, seed: int = 0) -> dict:
+def profile_reports(folder, seed: int = 0, divides=None) -> dict:
     """``{cv: {P: landscape report}}`` of the kernel-level profiles of dataset ``seed`` in a
     sweep's ``profiles`` folder (files of other widths, ``_g{width}``, are left out), each read by
-    :func:`~bayes_attn.analysis.free_energy.landscape_report`; {} for a folder with none."""
+    :func:`~bayes_attn.analysis.free_energy.landscape_report`, its ``delta_F`` across the fixed
+    divide ``divides[cv]`` where given (a dict; by default the highest point of F between its
+    outer minima); {} for a folder with none."""
     from bayes_attn import _arviz as az
     from bayes_attn.analysis.free_energy import landscape_report
 
@@ -68,6 +70,7 @@ def profile_reports(folder, seed: int = 0) -> dict:
     for f in sorted(Path(folder).glob("kernel_P*.nc")):
         m = _PROFILE.fullmatch(f.name)
         if m and int(m["seed"]) == seed:
-            report = landscape_report(az.from_netcdf(f))
-            panels.setdefault(m["cv"] or "aG", {})[int(float(m["P"]))] = report
+            cv = m["cv"] or "aG"
+            report = landscape_report(az.from_netcdf(f), divide=(divides or {}).get(cv))
+            panels.setdefault(cv, {})[int(float(m["P"]))] = report
     return panels

@@ -12,8 +12,8 @@ Prints the table of seed means and writes docs/figures/induction/order_parameter
 docs/figures/induction/patterns.png. With ``--posterior``, ``--sgld`` and ``--llc`` (the files of
 configs/induction_{posterior,sgld,llc}.toml) it also prints their table and writes
 docs/figures/induction/beyond_map.png; with ``--profiles FOLDER`` (configs/induction_profile.toml's
-``profiles``) it draws docs/figures/induction/profiles.png. Only reads the files (points not yet
-done are left out).
+``profiles``) it prints their table and draws docs/figures/induction/profiles.png (``--split
+copy1=1.5 --split induction2=0.43``: Delta F across those divides). Only reads the files.
 Several study files (one config's sweep run per activation, ``--activation softmax`` and
 ``--activation linear`` with their own ``--out``) are read together: each activation from the
 file that has the most of its points done.
@@ -27,6 +27,7 @@ from bayes_attn.analysis.induction_tables import (
     ACTIVATIONS,
     beyond_map_table,
     fold_linear,
+    profile_table,
     study_table,
 )
 from bayes_attn.experiments.results import profile_reports
@@ -44,10 +45,9 @@ def main():
     ap.add_argument("paths", nargs="+", help="the sweep file(s) of configs/induction_study.toml")
     ap.add_argument("--maps", default=None, help="the sweep file of configs/induction_maps.toml")
     for name in ("posterior", "sgld", "llc"):
-        ap.add_argument(
-            f"--{name}", default=None, help=f"the file of configs/induction_{name}.toml"
-        )
+        ap.add_argument(f"--{name}", help=f"the file of configs/induction_{name}.toml")
     ap.add_argument("--profiles", default=None, help="the profiles folder of induction_profile")
+    ap.add_argument("--split", action="append", default=[], help="SITE=Q: Delta F across Q")
     ap.add_argument("--out", default="docs/figures/induction")
     args = ap.parse_args()
     ds = fold_linear(_per_activation([open_study(p, keep=("seed",)) for p in args.paths]))
@@ -62,8 +62,10 @@ def main():
         print(beyond_map_table(more["posterior"], more["sgld"], more["llc"]))
         fig = induction_beyond_map(ds, more["posterior"], more["sgld"], more["llc"])
         save(fig, Path(args.out) / "beyond_map.png", dpi=90)
-    panels = profile_reports(args.profiles) if args.profiles else {}
+    splits = {k: float(v) for k, v in (a.split("=") for a in args.split)}
+    panels = profile_reports(args.profiles, divides=splits) if args.profiles else {}
     if panels:
+        print(profile_table(panels))
         save(induction_profiles(panels), Path(args.out) / "profiles.png", dpi=90)
 
 
