@@ -58,6 +58,7 @@ QUICK = {
     "landscape_linear.toml": "map_cG",
     "induction_closure.toml": "U_family",
     "induction_symmetry.toml": "U",
+    "induction_llc_network.toml": "llc",
 }
 
 
@@ -79,6 +80,9 @@ SLOW = {
     # files by test_induction_tables.py, the families' minimum by test_induction_action_family.py
     # and the kind's options by test_induction_symmetry.py's bad-option cases
     "induction_closure.toml",
+    # the induction_training kind's LLC snapshots run by default in test_two_layer_training.py
+    # (configs/induction_training_llc.toml's quick size); this config differs only in its options
+    "induction_llc_network.toml",
 }
 
 #: the drawing script that reads a quick config's file (run on it as the docs run it)
