@@ -122,7 +122,7 @@ def _summaries(names, acts, done, **fixed):
 def test_beyond_map_table_and_figure():
     """The posterior, SGLD and LLC files beside the study: a row per (activation, P) that any
     file has done; a linear point's layer-1 values folded by its MAP's sign, not its spread."""
-    from bayes_attn.analysis.induction_tables import beyond_map_table, fold_linear
+    from bayes_attn.analysis.induction_tables import beyond_map_table, fold_linear, network_llc
 
     stems = ("copy1", "uniform1", "induction2_excess")
     post = _summaries([f"{s}_{k}" for s in stems for k in ("map", "mean", "sd", "rhat", "ess")]
@@ -155,7 +155,37 @@ def test_beyond_map_table_and_figure():
     fig = plots.induction_beyond_map(study, post, sgld, llc)
     assert len(fig.axes) == 8 and "not run" in [t.get_text() for t in fig.axes[7].texts]
     assert len(plots.induction_beyond_map(study, post).axes) == 6
+    # the network's LLC at Adam's last record beside the kernel limit's (network_llc)
+    net = _training_llc_file()
+    lam = network_llc(net)
+    assert dict(lam.sizes) == {"activation": 1, "P": 2}
+    at = lam.sel(activation="softmax", P=20)
+    assert float(at.llc_mean) == 7.0 and float(at.train_step) == 200
+    rows = beyond_map_table(post, sgld, llc, lam).splitlines()
+    assert rows[0].endswith("network LLC ± MCSE, R-hat")
+    assert rows[2].count("|") == 3 and rows[2].rstrip().endswith("7.00 ±  0.50 1.010")
+    fig = plots.induction_beyond_map(study, post, llc_net=lam)
+    assert len(fig.axes) == 8 and fig.axes[6].get_legend() is not None
     matplotlib.pyplot.close("all")
+
+
+def _training_llc_file():
+    """An ``induction_training`` file as configs/induction_llc_network.toml writes it: two P,
+    two records, the LLC at the last (7 at P = 20, NaN before it)."""
+    dims = ("activation", "L", "V", "P", "seed", "doubly_stochastic", "chunk")
+    coords = {"activation": ["softmax"], "L": [4], "V": [2], "P": [10, 20], "seed": [0],
+              "doubly_stochastic": [False], "chunk": [0, 1]}  # fmt: skip
+    shape = (1, 1, 1, 2, 1, 1, 2)
+    llc = np.full(shape, np.nan)
+    llc[..., 1, 0, 0, 1], llc[..., 0, 0, 0, 1] = 7.0, 5.0
+    ds = xr.Dataset({n: (dims, np.full(shape, v)) for n, v in
+                     (("llc_mcse", 0.5), ("llc_rhat", 1.01), ("llc_grad_norm", 0.1),
+                      ("test_loss", 0.3), ("copy1", 1.0), ("induction2_excess", 0.05))},
+                    coords=coords)  # fmt: skip
+    ds["llc"] = (dims, llc)
+    ds["train_step"] = (dims[:5] + ("chunk",), np.broadcast_to([100.0, 200.0], (1, 1, 1, 2, 1, 2)))
+    ds["done"] = (dims[:5], np.ones((1, 1, 1, 2, 1), bool))
+    return ds
 
 
 def test_profile_reports_reads_both_kinds_names(tmp_path, monkeypatch):

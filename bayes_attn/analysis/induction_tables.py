@@ -20,6 +20,7 @@ __all__ = [
     "done_points",
     "fold_linear",
     "llc_snapshots",
+    "network_llc",
     "plateau_table",
     "profile_table",
     "study_table",
@@ -82,33 +83,35 @@ def _posterior_cells(p) -> str:
             f"{f['loss_predictive']:.4f} {f['loss_map']:.4f} {f['loss_bigram']:.4f}")  # fmt: skip
 
 
-def beyond_map_table(post=None, sgld=None, llc=None) -> str:
+def beyond_map_table(posterior=None, sgld=None, llc=None, llc_net=None) -> str:
     """At each activation and P that any file has: the kernel limit's posterior (``copy1`` and
     ``induction2_excess``: MAP, mean ± sd on held-out sequences; copy1's R-hat and bulk ESS; the
     predictive held-out loss beside the MAP's and the Bayes bigram's), SGLD on the network
     (copy1's mean ± sd on the training set, the larger R-hat of the two scores, U's R-hat) and
-    the LLC at the MAP (λ̂ ± MCSE, R-hat). Each file is a sweep squeezed to the dims
-    (activation, P), or None."""
-    files = [f for f in (post, sgld, llc) if f is not None]
+    the LLC at the MAP (λ̂ ± MCSE, R-hat) and on the network at Adam's weights (``llc_net``,
+    :func:`network_llc`). Each file is a sweep squeezed to the dims (activation, P), or None."""
+    files = [f for f in (posterior, sgld, llc, llc_net) if f is not None]
     lines = ["posterior: copy1 MAP, mean ± sd, R-hat, ESS; excess MAP, mean ± sd; loss "
              "predictive, MAP, bigram | SGLD: copy1 mean ± sd, R-hat max, U R-hat | LLC ± MCSE, "
-             "R-hat"]  # fmt: skip
+             "R-hat | network LLC ± MCSE, R-hat"]  # fmt: skip
     for act in ACTIVATIONS:
         Ps = sorted({int(P) for f in files if act in f.activation.values for P in f.P.values})
         for P in Ps:
-            p, g, lam = (_at(post, act, P, "copy1_mean"), _at(sgld, act, P, "copy1"),
-                         _at(llc, act, P, "llc_mean"))  # fmt: skip
-            if p is None and g is None and lam is None:
+            p, g = _at(posterior, act, P, "copy1_mean"), _at(sgld, act, P, "copy1")
+            lams = [_at(f, act, P, "llc_mean") for f in (llc, llc_net)]
+            if p is None and g is None and lams == [None, None]:
                 continue
             cells = [f"{act:<7} {P:<5} {_posterior_cells(p)}"]
             if g is not None:
                 worst = max(float(g[f"{s}_rhat"]) for s in ("copy1", "induction2_excess"))
                 cells.append(f"{float(g.copy1):6.3f} ± {float(g.copy1_sd):5.3f} {worst:5.3f} "
                              f"{float(g.U_rhat):5.3f}")  # fmt: skip
-            if lam is not None:
-                cells.append(f"{float(lam.llc_mean):7.2f} ± {float(lam.llc_mcse):5.2f} "
-                             f"{float(lam.llc_rhat):5.3f}")  # fmt: skip
-            lines.append(" | ".join(cells))
+            for f, lam in zip((llc, llc_net), lams, strict=True):
+                if f is not None:
+                    cells.append(" " * 22 if lam is None else
+                                 f"{float(lam.llc_mean):7.2f} ± {float(lam.llc_mcse):5.2f} "
+                                 f"{float(lam.llc_rhat):5.3f}")  # fmt: skip
+            lines.append(" | ".join(cells).rstrip(" |"))
     return "\n".join(lines)
 
 
@@ -180,6 +183,23 @@ def llc_snapshots(ds):
     file with ``llc_every``), and the mask of the records that have an LLC."""
     one = ds.isel({d: 0 for d in ("P", "seed", "doubly_stochastic") if d in ds.dims})
     return one, np.isfinite(one.llc.values)
+
+
+def network_llc(ds):
+    """The LLC at the last record of each point of an ``induction_training`` file whose last
+    record has a snapshot (configs/induction_llc_network.toml: SGLD on the network at Adam's
+    weights), the first seed and source: over (activation, P), ``llc_mean``, ``llc_mcse``,
+    ``llc_rhat`` (named as the ``induction_llc`` kind names them, so that both read alike),
+    ``llc_grad_norm``, ``train_step``, ``test_loss``, ``copy1``, ``induction2_excess`` and
+    ``done``."""
+    one = ds.isel({d: 0 for d in ("L", "V", "seed", "doubly_stochastic") if d in ds.dims})
+    last = one.isel(chunk=-1)
+    names = {"llc": "llc_mean", "llc_mcse": "llc_mcse", "llc_rhat": "llc_rhat",
+             "llc_grad_norm": "llc_grad_norm", "train_step": "train_step",
+             "test_loss": "test_loss", "copy1": "copy1",
+             "induction2_excess": "induction2_excess"}  # fmt: skip
+    out = last[list(names)].rename({k: v for k, v in names.items() if k != v})
+    return out.assign(done=one.done).drop_vars("chunk", errors="ignore")
 
 
 def training_llc_table(ds) -> str:

@@ -119,15 +119,19 @@ def _beyond_panel(ax, study, files, act, name):
                     label="its MAP (dataset 0, held out)")  # fmt: skip
 
 
-def induction_beyond_map(study, post=None, sgld=None, llc=None):
+def induction_beyond_map(study, posterior=None, sgld=None, llc=None, llc_net=None):
     """Layer 1's copy score, layer 2's induction excess, the held-out loss and (with ``llc``) the
     LLC at the MAP against P, softmax and linear: the study's MAP (seed mean) as a line, the
     kernel-limit posterior (``post``, an ``induction_posterior`` file) and SGLD on the network
     (``sgld``, ``induction_sgld``) as mean ± sd, the posterior-predictive loss beside the MAP's
-    and :data:`REFS`. Each file squeezed to (activation, P) (the study keeps its seeds); points
-    not done are left out."""
-    files = {"post": post, "sgld": sgld}
-    rows = 4 if llc is not None else 3
+    and :data:`REFS`; the LLC of the network at Adam's weights beside it (``llc_net``,
+    :func:`~bayes_attn.analysis.induction_tables.network_llc`). Each file squeezed to
+    (activation, P) (the study keeps its seeds); points not done are left out."""
+    post, files = posterior, {"post": posterior, "sgld": sgld}
+    lams = [(f, fmt, label) for f, fmt, label in
+            ((llc, "o-C4", "kernel limit at the MAP (NUTS)"),
+             (llc_net, "s--C2", "network d = 64 at Adam's weights (SGLD)")) if f is not None]  # fmt: skip
+    rows = 4 if lams else 3
     fig, axes = plt.subplots(rows, 2, figsize=(11, 2.9 * rows + 0.8), sharex=True, squeeze=False)
     with warnings.catch_warnings():  # points not yet run are NaN
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -147,15 +151,8 @@ def induction_beyond_map(study, post=None, sgld=None, llc=None):
                         label="posterior predictive (dataset 0)")  # fmt: skip
             _loss_panel(ax, one)
             ax.set(title=f"{act}: held-out loss", xscale="log")
-            if llc is not None:
-                ax = axes[3, col]
-                if act in llc.activation.values:
-                    pts = done_points(llc, act)
-                    ax.errorbar(pts.P.values, pts.llc_mean.values, yerr=pts.llc_mcse.values,
-                                fmt="o-", ms=4, capsize=3, color="C4",
-                                label="LLC at the MAP (NUTS; ± MCSE)")  # fmt: skip
-                else:
-                    ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center")
+            if lams:
+                _llc_panel(ax := axes[3, col], lams, act)
                 ax.set(title=f"{act}: local learning coefficient", xscale="log",
                        xlabel="P (training sequences)", ylabel="λ̂")  # fmt: skip
             for ax in axes[:, col]:
@@ -164,6 +161,19 @@ def induction_beyond_map(study, post=None, sgld=None, llc=None):
     fig.suptitle("Beyond the MAP: the two-layer posterior across P (L = 16, V = 3, seed 0)")
     fig.tight_layout()
     return fig
+
+
+def _llc_panel(ax, lams, act):
+    """λ̂ ± MCSE against P of each LLC file in ``lams`` (file, format, label) at ``act``."""
+    shown = False
+    for f, fmt, label in lams:
+        if act in f.activation.values:
+            pts = done_points(f, act)
+            ax.errorbar(pts.P.values, pts.llc_mean.values, yerr=pts.llc_mcse.values, fmt=fmt,
+                        ms=4, capsize=3, label=f"{label}; ± MCSE")  # fmt: skip
+            shown = True
+    if not shown:
+        ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center")
 
 
 def induction_profiles(panels):

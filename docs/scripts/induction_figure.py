@@ -9,9 +9,9 @@ patterns):
     python docs/scripts/induction_figure.py out/induction_study.nc --maps out/induction_maps.nc
 
 Prints the table of seed means and writes docs/figures/induction/order_parameters.png and
-docs/figures/induction/patterns.png. With ``--posterior``, ``--sgld`` and ``--llc`` (the files of
-configs/induction_{posterior,sgld,llc}.toml) it also prints their table and writes
-docs/figures/induction/beyond_map.png; with ``--profiles FOLDER`` (configs/induction_profile.toml's
+docs/figures/induction/patterns.png. With ``--posterior``, ``--sgld``, ``--llc`` and
+``--llc_network`` (the files of configs/induction_{posterior,sgld,llc,llc_network}.toml) it also
+prints their table and writes docs/figures/induction/beyond_map.png; with ``--profiles FOLDER`` (configs/induction_profile.toml's
 ``profiles``) it prints their table and draws docs/figures/induction/profiles.png (``--split
 copy1=1.5 --split induction2=0.43``: Delta F across those divides). Only reads the files.
 Several study files (one config's sweep run per activation, ``--activation softmax`` and
@@ -27,6 +27,7 @@ from bayes_attn.analysis.induction_tables import (
     ACTIVATIONS,
     beyond_map_table,
     fold_linear,
+    network_llc,
     profile_table,
     study_table,
 )
@@ -44,7 +45,7 @@ def main():
     ap = arguments(__doc__)
     ap.add_argument("paths", nargs="+", help="the sweep file(s) of configs/induction_study.toml")
     ap.add_argument("--maps", default=None, help="the sweep file of configs/induction_maps.toml")
-    for name in ("posterior", "sgld", "llc"):
+    for name in ("posterior", "sgld", "llc", "llc_network"):
         ap.add_argument(f"--{name}", help=f"the file of configs/induction_{name}.toml")
     ap.add_argument("--profiles", default=None, help="the profiles folder of induction_profile")
     ap.add_argument("--split", action="append", default=[], help="SITE=Q: Delta F across Q")
@@ -58,10 +59,11 @@ def main():
         save(induction_patterns(mp), Path(args.out) / "patterns.png", dpi=90)
     more = {k: fold_linear(open_study(getattr(args, k))) if getattr(args, k) else None
             for k in ("posterior", "sgld", "llc")}  # fmt: skip
+    if args.llc_network:
+        more["llc_net"] = network_llc(open_study(args.llc_network))
     if any(v is not None for v in more.values()):
-        print(beyond_map_table(more["posterior"], more["sgld"], more["llc"]))
-        fig = induction_beyond_map(ds, more["posterior"], more["sgld"], more["llc"])
-        save(fig, Path(args.out) / "beyond_map.png", dpi=90)
+        print(beyond_map_table(**more))
+        save(induction_beyond_map(ds, **more), Path(args.out) / "beyond_map.png", dpi=90)
     splits = {k: float(v) for k, v in (a.split("=") for a in args.split)}
     panels = profile_reports(args.profiles, divides=splits) if args.profiles else {}
     if panels:
