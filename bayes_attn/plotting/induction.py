@@ -180,14 +180,20 @@ def induction_profiles(panels):
     """The umbrella profiles of the two-layer kernel-limit posterior (``induction_profile``'s
     ``profiles`` folder), one panel per site: ``panels`` ``{cv: {P: landscape report}}``
     (:func:`~bayes_attn.analysis.free_energy.landscape_report`), each F shifted to its minimum,
-    with its MBAR error bars, the outer minima marked."""
+    with its MBAR error bars, the outer minima marked (dotted) and the first report's divide
+    (dashed); a panel ``aG`` is the one-layer copy task's beside them."""
     fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.4), squeeze=False)
     cmap = plt.get_cmap("viridis")
     for ax, (cv, reps) in zip(axes[0], panels.items(), strict=True):
         _shifted_profiles(ax, reps, sorted(reps), cmap, fmt="o-", mark_minima=True)
-        ax.set(xlabel=cv, ylabel=f"F({cv}) − min [nats]", title=f"profile along {cv}")
+        if np.isfinite(divide := float(next(iter(reps.values())).divide)):
+            ax.axvline(divide, color="0.5", ls="--", lw=0.8)
+        title = "one layer (copy task): aG" if cv == "aG" else f"two layers: {cv}"
+        ax.set(xlabel=cv, ylabel=f"F({cv}) − min [nats]", title=title)
         ax.legend(fontsize=7)
-    fig.suptitle("Two-layer kernel-limit posterior: umbrella profiles (dotted: minima of F)")
+    fig.suptitle(
+        "Kernel-limit posteriors: umbrella profiles (dotted: minima of F; dashed: the divide of ΔF)"
+    )
     fig.tight_layout()
     return fig
 

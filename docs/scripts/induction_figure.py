@@ -11,9 +11,10 @@ patterns):
 Prints the table of seed means and writes docs/figures/induction/order_parameters.png and
 docs/figures/induction/patterns.png. With ``--posterior``, ``--sgld``, ``--llc`` and
 ``--llc_network`` (the files of configs/induction_{posterior,sgld,llc,llc_network}.toml) it also
-prints their table and writes docs/figures/induction/beyond_map.png; with ``--profiles FOLDER`` (configs/induction_profile.toml's
-``profiles``) it prints their table and draws docs/figures/induction/profiles.png (``--split
-copy1=1.5 --split induction2=0.43``: Delta F across those divides). Only reads the files.
+prints their table and writes docs/figures/induction/beyond_map.png; with ``--profiles FOLDER``
+(configs/induction_profile.toml's ``profiles``; again for the one layer's ``profiles_onelayer``)
+it prints their table and draws docs/figures/induction/profiles.png (``--split copy1=1.5 --split
+induction2=0.43 --split aG=2``: Delta F across those divides). Only reads the files.
 Several study files (one config's sweep run per activation, ``--activation softmax`` and
 ``--activation linear`` with their own ``--out``) are read together: each activation from the
 file that has the most of its points done.
@@ -47,7 +48,7 @@ def main():
     ap.add_argument("--maps", default=None, help="the sweep file of configs/induction_maps.toml")
     for name in ("posterior", "sgld", "llc", "llc_network"):
         ap.add_argument(f"--{name}", help=f"the file of configs/induction_{name}.toml")
-    ap.add_argument("--profiles", default=None, help="the profiles folder of induction_profile")
+    ap.add_argument("--profiles", action="append", default=[], help="a profiles folder (repeat)")
     ap.add_argument("--split", action="append", default=[], help="SITE=Q: Delta F across Q")
     ap.add_argument("--out", default="docs/figures/induction")
     args = ap.parse_args()
@@ -65,7 +66,7 @@ def main():
         print(beyond_map_table(**more))
         save(induction_beyond_map(ds, **more), Path(args.out) / "beyond_map.png", dpi=90)
     splits = {k: float(v) for k, v in (a.split("=") for a in args.split)}
-    panels = profile_reports(args.profiles, divides=splits) if args.profiles else {}
+    panels = {k: v for f in args.profiles for k, v in profile_reports(f, divides=splits).items()}
     if panels:
         print(profile_table(panels))
         save(induction_profiles(panels), Path(args.out) / "profiles.png", dpi=90)
