@@ -158,6 +158,19 @@ def test_induction_profile_config_runs_at_its_quick_size(tmp_path):
     assert list(panels) == ["copy1"] and list(panels["copy1"]) == [20]
     assert len(plots.induction_profiles(panels).axes) == 1
     assert not list((tmp_path / "induction_profile.nc.points").glob("*"))
+    # the same point in another sweep file (its points' folder lost): the profile is read back
+    import bayes_attn.inference.umbrella_windows as uw
+
+    def sampled(*args):
+        raise AssertionError("sampled again")
+
+    again = tmp_path / "again"
+    again.mkdir()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(uw, "_compile", sampled)
+        redo = _quick("induction_profile", again, profiles=str(tmp_path / "profiles"),
+                      centres=centres)  # fmt: skip
+    assert _one(redo.delta_F) == _one(ds.delta_F) or np.isnan(_one(ds.delta_F))
 
 
 @pytest.mark.slow

@@ -254,6 +254,30 @@ def test_resumed_run_does_not_find_the_modes_again(tmp_path, monkeypatch):
         run_umbrella(_mixture(), "q", checkpoint=ckpt, **_RESUME)
 
 
+def test_a_finished_result_is_read_back_not_run_again(tmp_path, monkeypatch):
+    """Every result carries its run's fingerprint; ``finished=`` a file holding the result of a
+    run with the same arguments reads it back without sampling (a committed profile outlives a
+    lost checkpoint), and one made with other arguments is run anew."""
+    from bayes_attn.experiments.landscape import write_landscape
+
+    run = _RESUME
+    first = run_umbrella(_mixture(), "q", **run)
+    digest = first.posterior.attrs["fingerprint"]
+    assert len(digest) == 64
+    path = tmp_path / "kernel_P1_q_d0.nc"
+    write_landscape(first, path)
+
+    def sampled(*args, **kwargs):
+        raise AssertionError("sampled again")
+
+    monkeypatch.setattr(umbrella_windows, "_compile", sampled)
+    monkeypatch.setattr(umbrella_plan, "_modes", sampled)
+    again = run_umbrella(_mixture(), "q", finished=path, **run)
+    np.testing.assert_array_equal(again.posterior["q"], first.posterior["q"])
+    with pytest.raises(AssertionError, match="sampled again"):
+        run_umbrella(_mixture(), "q", finished=path, **{**run, "seed": 4})
+
+
 @pytest.mark.slow  # in the slow run: the default suite stays under 10 min (issue 44)
 def test_level2_landscape_keeps_its_finished_windows(tmp_path, monkeypatch):
     """At Level 2 the windows are vectorised together, at most CALL_WINDOWS to a compiled call:

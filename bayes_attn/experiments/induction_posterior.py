@@ -265,7 +265,9 @@ def profile_point(cfg, pt, task, hyper) -> dict:
     ``windows`` and the point's ``seconds``. In a sweep each site's finished windows are kept in
     the point's folder (:func:`~bayes_attn.experiments.sweep.point_folder`), so an interrupted
     point resumes; with the option ``profiles`` (a folder) each site's whole umbrella run is also
-    written there, ``kernel_P{P}_{cv}_d{seed}.nc``, for the figures."""
+    written there, ``kernel_P{P}_{cv}_d{seed}.nc``, for the figures, and a site whose run is
+    already there (the same arguments: ``run_umbrella``'s ``finished``) is read back, not run
+    again, so a committed profile survives the loss of the point's folder."""
     from bayes_attn.analysis.free_energy import landscape_report
     from bayes_attn.experiments.landscape import write_landscape
     from bayes_attn.experiments.sweep import point_folder, point_progress
@@ -278,15 +280,18 @@ def profile_point(cfg, pt, task, hyper) -> dict:
         folder.mkdir(parents=True, exist_ok=True)
     rows = []
     for cv in o["cvs"]:
+        out = (
+            Path(o["profiles"]) / f"kernel_P{pt['P']:g}_{cv}_d{seed}.nc" if o["profiles"] else None
+        )
         idata = run_umbrella(two_layer_kernel_model, cv, seed=seed, starts=prob["starts"],
                              model_args=(task, hyper, prob["tokens"], act),
                              model_kwargs={"block": BLOCK},
                              settings=UmbrellaSettings.for_level("kernel"),
                              checkpoint=None if folder is None else folder / f"windows_{cv}.nc",
-                             centres=o["centres"].get(cv), progress=point_progress(),
-                             **_umbrella_options(o))  # fmt: skip
-        if o["profiles"]:
-            write_landscape(idata, Path(o["profiles"]) / f"kernel_P{pt['P']:g}_{cv}_d{seed}.nc")
+                             finished=out, centres=o["centres"].get(cv),
+                             progress=point_progress(), **_umbrella_options(o))  # fmt: skip
+        if out is not None:
+            write_landscape(idata, out)
         prof = landscape_report(idata)
         q = prof.q_minimum.values
         rows.append({"delta_F": float(prof.delta_F), "delta_F_se": float(prof.delta_F_se),

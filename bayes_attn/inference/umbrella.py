@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -209,7 +210,8 @@ def run_umbrella(
     model, cv: str, *, model_args: tuple = (), model_kwargs: dict | None = None,
     settings: UmbrellaSettings | None = None, starts=None, centres=None, kappa=None,
     seed: int | None = None, key=None, mesh=None, windows=None,
-    share: tuple[int, int] | None = None, checkpoint=None, progress: bool = False, **changes,
+    share: tuple[int, int] | None = None, checkpoint=None, finished=None, progress: bool = False,
+    **changes,
 ):  # fmt: skip
     """Umbrella sampling of ``model``'s posterior along its scalar site ``cv``.
 
@@ -254,6 +256,11 @@ def run_umbrella(
         started again with the same arguments neither finds the modes again nor runs the
         finished windows, and its result equals the uninterrupted run's. A file made with other
         arguments is refused. It is left in place; remove it once the result is written.
+    finished : path, optional
+        A file where an earlier run's result may have been written (``write_landscape``): if it
+        holds the result of a run with these same arguments (its attr ``fingerprint``, which
+        every result carries), that result is read back and nothing is run. A result kept beside
+        the figures thus survives the loss of the checkpoint.
     progress : bool
         Announce the cost before starting, say each stage on stderr, and after each compiled
         call the time left, from the gradients per draw measured so far.
@@ -283,11 +290,13 @@ def run_umbrella(
     pot = potential.flat_potential(model, model_args, model_kwargs)
     q = pot.scalar_site(cv)
     names = _scalar_sites(pot, cv)
-    store = None
-    if checkpoint is not None:  # the digest of the arguments, before any work
-        digest = fingerprint(model, model_args, model_kwargs, cv, rng, starts, centres, kappa,
-                             dataclasses.asdict(s), windows, share)  # fmt: skip
-        store = WindowStore(checkpoint, digest)
+    # the digest of the arguments, before any work
+    digest = fingerprint(model, model_args, model_kwargs, cv, rng, starts, centres, kappa,
+                         dataclasses.asdict(s), windows, share)  # fmt: skip
+    kept = _finished(finished, digest, cv, progress)
+    if kept is not None:
+        return kept
+    store = None if checkpoint is None else WindowStore(checkpoint, digest)
     plan = _plan(model, pot, cv, starts, centres, kappa, s, k_plan, store, progress)
     if share is not None:
         windows = np.asarray(process_share(range(len(plan.centres)), *share, interleave=True))
@@ -305,13 +314,26 @@ def run_umbrella(
              "metric": s.metric, "batch": s.batch, "mode_q": plan.mode_q,
              "mode_sd": plan.mode_sd, "planned_windows": len(plan.centres),
              **coverage(plan, plan.centres if windows is not None else centres_, cv),
-             **key_attrs}  # fmt: skip
+             **key_attrs, "fingerprint": digest}  # fmt: skip
     record = RunRecord("umbrella", seed, s.num_chains, s.num_warmup, s.num_samples, settings=attrs)
     index = np.arange(len(centres_)) if windows is None else windows
     idata = _to_idata(chains, centres_, cv, record, (model, model_args, model_kwargs), index)
     if progress:
         _say_windows(idata, chains, centres_, cv)
     return idata
+
+
+def _finished(path, digest: str, cv: str, progress: bool):
+    """The result in ``path`` if it exists and was made by a run with the fingerprint
+    ``digest``, else None."""
+    if path is None or not Path(path).exists():
+        return None
+    kept = az.from_netcdf(path)
+    if str(kept.posterior.attrs.get("fingerprint", "")) != digest:
+        return None
+    say("umbrella: %s read back from %s (a finished run with the same arguments)", cv, path,
+        enabled=progress)  # fmt: skip
+    return kept
 
 
 def _check_share(windows, share, refine):
@@ -481,6 +503,7 @@ def merge_umbrella(parts):
         except ValueError as err:
             raise ValueError(f"parts: {err}") from None
         az.set_group(merged, group, joined)
-        merged[group].attrs.clear()
-        merged[group].attrs.update(first, windows=planned)
+        merged[group].attrs.clear()  # a share's fingerprint is not the whole run's
+        merged[group].attrs.update({k: v for k, v in first.items() if k != "fingerprint"},
+                                   windows=planned)  # fmt: skip
     return merged
