@@ -191,9 +191,8 @@ def induction_profiles(panels):
         title = "one layer (copy task): aG" if cv == "aG" else f"two layers: {cv}"
         ax.set(xlabel=cv, ylabel=f"F({cv}) − min [nats]", title=title)
         ax.legend(fontsize=7)
-    fig.suptitle(
-        "Kernel-limit posteriors: umbrella profiles (dotted: minima of F; dashed: the divide of ΔF)"
-    )
+    fig.suptitle("Kernel-limit posteriors: umbrella profiles\n(dotted: minima of F; dashed: the "
+                 "divide of ΔF)", fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
 
