@@ -254,14 +254,13 @@ def test_resumed_run_does_not_find_the_modes_again(tmp_path, monkeypatch):
         run_umbrella(_mixture(), "q", checkpoint=ckpt, **_RESUME)
 
 
-def test_a_finished_result_is_read_back_not_run_again(tmp_path, monkeypatch):
+def test_a_finished_result_is_read_back_not_run_again(tmp_path, monkeypatch, logged_run):
     """Every result carries its run's fingerprint; ``finished=`` a file holding the result of a
     run with the same arguments reads it back without sampling (a committed profile outlives a
     lost checkpoint), and one made with other arguments is run anew."""
     from bayes_attn.experiments.landscape import write_landscape
 
-    run = _RESUME
-    first = run_umbrella(_mixture(), "q", **run)
+    run, first = _RESUME, logged_run[0]
     digest = first.posterior.attrs["fingerprint"]
     assert len(digest) == 64
     path = tmp_path / "kernel_P1_q_d0.nc"
@@ -302,15 +301,36 @@ def test_level2_landscape_keeps_its_finished_windows(tmp_path, monkeypatch):
     assert len(calls) == 1 and idata.posterior.sizes["window"] == 12
 
 
-def test_cost_is_measured_after_the_first_call(tmp_path, caplog):
+@pytest.fixture(scope="module")
+def logged_run():
+    """:data:`_RESUME` run whole with ``progress``: (its result, the lines it logged)."""
+    import logging
+
+    lines = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    log, keep = logging.getLogger("bayes_attn"), Keep(logging.INFO)
+    level = log.level
+    log.addHandler(keep)
+    log.setLevel(logging.INFO)
+    try:
+        idata = run_umbrella(_mixture(), "q", progress=True, **_RESUME)
+    finally:
+        log.removeHandler(keep)
+        log.setLevel(level)
+    return idata, lines
+
+
+def test_cost_is_measured_after_the_first_call(logged_run):
     """After the first compiled call the run says the gradients per draw it measured and the
     time left from the calls' own sampling time, one figure (before: only the start's range of
     3 to 255 gradients per draw, which spans two orders of magnitude); and a line as each chain
     ends. The windows' starts are relaxed by :func:`one_basin`'s program (the chains' program
     differs: it calls back to the host as each chain ends)."""
-    with caplog.at_level("INFO", logger="bayes_attn"):
-        run_umbrella(_mixture(), "q", progress=True, **_RESUME)
-    lines = [r.getMessage() for r in caplog.records]
+    lines = logged_run[1]
     measured = [m for m in lines if "gradients per draw measured" in m]
     assert len(measured) == 7, lines  # after every call of the eight but the last
     assert len([m for m in lines if "chain " in m and "done (window" in m]) == 8, lines
