@@ -573,3 +573,23 @@ def test_a_landscape_sweep_point_keeps_its_windows_in_the_point_folder(tmp_path,
     with pytest.raises(KeyboardInterrupt):
         run_sweep(cfg, tmp_path / "s.nc", progress=True)
     assert seen["progress"] is True and point_progress() is False
+
+
+def test_one_phase_softmax_starts_from_zero_and_the_map():
+    """Where the softmax transition is not first order (L = 8, V = 3: one phase), the windows
+    start from zero and the Level-1 MAP (Level 2: its global saddle), instead of refusing
+    (before: "there are no two phases", and configs/induction_profile_onelayer.toml could not
+    run)."""
+    from bayes_attn.experiments.landscape import _starts, landscape_model
+    from bayes_attn.theory import global_saddle
+    from bayes_attn.theory.level1 import level1_map
+
+    task, hyper, P = ba.CopyTask(8, 3), ba.Hyper.paper(), 100
+    model, args, kwargs = landscape_model(task, hyper, P, "kernel", "softmax", seed=0)
+    zero, mode = _starts(task, hyper, P, "kernel", "softmax", args, kwargs)
+    np.testing.assert_array_equal(zero["M"], 0.0)
+    np.testing.assert_allclose(mode["M"], level1_map(task, hyper, args[2], "softmax").M)
+    (red,) = _starts(task, hyper, P, "reduced", "softmax", (), {})
+    assert float(red["aG"]) == pytest.approx(global_saddle(task, hyper, 100.0, "softmax").aG)
+    # the umbrella's default placement falls back to NumPyro's starts there
+    assert umbrella_plan._phase_starts(model, args, kwargs) is None

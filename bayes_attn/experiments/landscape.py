@@ -182,15 +182,26 @@ def run_landscape(
 
 
 def _starts(task, hyper, P, level, activation, args, kwargs) -> list[dict]:
-    """Softmax: a start in each phase; linear: the MAP (Level 2's global saddle, or Level 1's
-    on the dataset and Gram of the model)."""
+    """Softmax: a start in each phase, or, where the transition is not first order at this L and
+    V (one phase), zero and the MAP; linear: the MAP (Level 2's global saddle, or Level 1's on
+    the dataset and Gram of the model)."""
     if activation == "softmax":
-        st = phase_starts(task, hyper, P, level)
-        return [st["weak"], st["strong"]]
+        try:
+            st = phase_starts(task, hyper, P, level)
+        except ValueError as err:
+            if "not first order" not in str(err):
+                raise
+            say("landscape: %s: the windows start from zero and the MAP", err)
+        else:
+            return [st["weak"], st["strong"]]
+    if level == "reduced" and activation == "softmax":
+        return [{"aG": jnp.float64(global_saddle(task, hyper, float(P), "softmax").aG)}]
     if level == "reduced":
         sd = global_saddle(task, hyper, float(P), "linear")
         return [{"c1": jnp.float64(abs(sd.c1)), "cG": jnp.float64(abs(sd.cG))}]
-    m = level1_map(task, hyper, args[2], "linear", gram=kwargs.get("gram"))
+    m = level1_map(task, hyper, args[2], activation, gram=kwargs.get("gram"))
+    if activation == "softmax":
+        return [{"M": jnp.zeros_like(jnp.asarray(m.M))}, {"M": jnp.asarray(m.M)}]
     return [{"M": jnp.asarray(m.M) * (1.0 if m.cG >= 0 else -1.0)}]  # the Z2 image with cG > 0
 
 

@@ -359,7 +359,7 @@ def _plan(model, pot, cv, starts, centres, kappa, s, key, store, progress) -> Um
         say("umbrella: the windows' plan (%d windows, %d modes) resumed from %s",
             len(kept.centres), len(kept.mode_q), store.path, enabled=progress)  # fmt: skip
         return kept
-    known = _phase_starts(model, pot.model_args, pot.model_kwargs) is not None
+    known = starts is None and _phase_starts(model, pot.model_args, pot.model_kwargs) is not None
     say("umbrella: finding the modes (Newton in %d dimensions, from %s) and their Hessians "
         "before the windows are placed", pot.dim, "the starts given" if starts is not None
         else "a start in each phase" if known else f"{GENERIC_STARTS} NumPyro starts",

@@ -79,7 +79,17 @@ def _default_starts(model, pot, key) -> list[dict]:
 
 
 def _phase_starts(model, args, kwargs) -> list[dict] | None:
-    """A start in each softmax phase for the package's models, None for any other model."""
+    """A start in each softmax phase for the package's models, None for any other model and
+    where the softmax transition is not first order (one phase: NumPyro's starts)."""
+    try:
+        return _known_phase_starts(model, args, kwargs)
+    except ValueError as err:
+        if "not first order" not in str(err):
+            raise
+        return None
+
+
+def _known_phase_starts(model, args, kwargs) -> list[dict] | None:
     from bayes_attn.models.kernel_limit import kernel_limit_model
     from bayes_attn.models.network import network_model
     from bayes_attn.models.order_params import order_param_model
