@@ -282,7 +282,7 @@ _NUTS = dict(n=100, sampler="nuts", nbeta=NBETA, gamma=GAMMA, num_draws=60, num_
              thinning=2, seed=3)  # fmt: skip
 
 
-@pytest.mark.slow  # ~16 s; the default run resumes the same Keeper in the Laplace metric (below)
+@pytest.mark.slow  # ~16 s; the Keeper's resume runs by default in the Langevin tests below
 def test_interrupted_nuts_resumes_bit_for_bit_and_refuses_other_arguments(tmp_path, monkeypatch):
     """NUTS with a checkpoint, interrupted after its second chunk (in the warm-up), then rerun:
     the same draws as an uninterrupted run; a checkpoint made with another seed is refused."""
@@ -324,6 +324,7 @@ def test_interrupted_exact_llc_resumes_bit_for_bit(tmp_path, monkeypatch):
     np.testing.assert_array_equal(resumed.posterior["loss"], whole.posterior["loss"])
 
 
+@pytest.mark.slow  # ~18 s; the Keeper's resume runs by default in the Langevin tests below
 def test_interrupted_laplace_nuts_resumes_bit_for_bit(tmp_path, monkeypatch):
     """NUTS in the Laplace metric keeps the same checkpoint (its warm-up adapts the step alone);
     a checkpoint of the window-adapted NUTS is another run's."""
