@@ -34,6 +34,7 @@ from bayes_attn.models.levels import model_at, model_with_data, seed_embeddings
 from bayes_attn.progress import say
 from bayes_attn.theory import global_saddle
 from bayes_attn.theory.level1 import level1_map
+from bayes_attn.theory.phase_split import OnePhaseError
 
 __all__ = ["CV", "LANDSCAPE_LEVELS", "check_landscape_P", "checkpoint_path", "landscape_on_hosts",
            "landscape_report", "landscape_text", "run_landscape", "write_landscape"]  # fmt: skip
@@ -188,9 +189,7 @@ def _starts(task, hyper, P, level, activation, args, kwargs) -> list[dict]:
     if activation == "softmax":
         try:
             st = phase_starts(task, hyper, P, level)
-        except ValueError as err:
-            if "not first order" not in str(err):
-                raise
+        except OnePhaseError as err:
             say("landscape: %s: the windows start from zero and the MAP", err)
         else:
             return [st["weak"], st["strong"]]

@@ -81,11 +81,11 @@ def _default_starts(model, pot, key) -> list[dict]:
 def _phase_starts(model, args, kwargs) -> list[dict] | None:
     """A start in each softmax phase for the package's models, None for any other model and
     where the softmax transition is not first order (one phase: NumPyro's starts)."""
+    from bayes_attn.theory.phase_split import OnePhaseError
+
     try:
         return _known_phase_starts(model, args, kwargs)
-    except ValueError as err:
-        if "not first order" not in str(err):
-            raise
+    except OnePhaseError:
         return None
 
 

@@ -29,7 +29,12 @@ from bayes_attn.theory.action import (
 from bayes_attn.theory.boundaries import softmax_transition
 from bayes_attn.theory.quadrature import barrier, softmax_minima
 
-__all__ = ["inside_window", "phase_boundary", "phase_starts"]
+__all__ = ["OnePhaseError", "inside_window", "phase_boundary", "phase_starts"]
+
+
+class OnePhaseError(ValueError):
+    """The softmax transition is not first order at this preset: there is one phase, and no
+    start in each of two (a ``ValueError``, so callers that catch those still do)."""
 
 
 def _window(task, hyper) -> tuple[Scales, float, float]:
@@ -37,7 +42,7 @@ def _window(task, hyper) -> tuple[Scales, float, float]:
     sc = scales(task, hyper)
     _, lo, hi = softmax_transition(sc)
     if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise ValueError(
+        raise OnePhaseError(
             f"task: the softmax transition is not first order at L={task.L}, V={task.V}; "
             "there are no two phases"
         )
