@@ -66,6 +66,7 @@ def test_sample_then_diagnose(capsys, tmp_path):
     assert code == 0 and post.exists()
     assert "r_hat" in out and "cG" in out
     assert float(az.from_netcdf(post).posterior.attrs["P"]) == 400.0
+    assert not (tmp_path / "post.nc.nuts-checkpoint.npz").exists()  # kept while it runs
     code, out, _ = run(capsys, "diagnose", post, "--plots", tmp_path / "plots")
     assert code == 0 and (tmp_path / "plots" / "post_trace.png").exists()
     assert (tmp_path / "plots" / "post_posterior.png").exists()

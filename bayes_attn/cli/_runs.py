@@ -62,12 +62,13 @@ def sample(ctx, preset, level, activation, P, d_model, run, batch_size, seed, ou
         options["step_size"] = check_positive("step_size", options["step_size"])
     from bayes_attn import _arviz as az
     from bayes_attn.analysis import diagnose
-    from bayes_attn.experiments.runs import sample_posterior, smc_checkpoint_path
+    from bayes_attn.experiments.runs import checkpoint_path, sample_posterior
     from bayes_attn.models.levels import ORDER_PARAMETERS
 
-    if sampler == "smc":  # beside the output: a rerun with the same arguments resumes from it
-        options["checkpoint"] = smc_checkpoint_path(out)
-        log.info("SMC checkpoint: %s (removed when the run completes)", options["checkpoint"])
+    if sampler != "sgld":  # beside the output: a rerun with the same arguments resumes from it
+        options["checkpoint"] = checkpoint_path(out, sampler)
+        log.info("%s checkpoint: %s (removed when the run completes)", sampler.upper(),
+                 options["checkpoint"])  # fmt: skip
     t0 = time.perf_counter()
     log.info("%s on the %s model, %s attention, P=%g", sampler, level, activation, P)
     idata = interruptibly(

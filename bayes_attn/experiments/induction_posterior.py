@@ -184,11 +184,15 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
     training-set site over every draw); ``loss_predictive`` (the posterior-predictive mean's
     held-out loss), ``loss_draws`` (the draws' mean held-out loss) and ``loss_map``, beside
     ``loss_bigram``, ``loss_unigram``, ``loss_uniform`` and the predictive's ``kl_*``; NUTS's
-    ``divergences``, ``nuts_acceptance``, ``leapfrogs`` and the point's ``seconds``."""
+    ``divergences``, ``nuts_acceptance``, ``leapfrogs`` and the point's ``seconds``. In a sweep
+    an interrupted point's NUTS goes on from its checkpoint (``run_nuts(checkpoint=)``), and
+    ``seconds`` then counts this process's part."""
+    from bayes_attn.experiments.sweep import point_folder
     from bayes_attn.inference.nuts import run_nuts
 
     t0 = time.perf_counter()
     task, o, act, seed, prob = _point_problem(cfg, pt, task, hyper)
+    folder = point_folder()  # in a sweep: NUTS keeps its state there, so a point resumes
     C = o["num_chains"]
     laplace = o["metric"] == "laplace"
     init = None if laplace else {k: jnp.broadcast_to(v, (C, *v.shape)) if C > 1 else v
@@ -197,7 +201,8 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
                      model_kwargs={"block": BLOCK}, num_chains=C, num_warmup=o["num_warmup"],
                      num_samples=o["num_samples"],
                      seed=seed, progress=False, metric=o["metric"], init_params=init,
-                     start=prob["map"] if laplace else None)  # fmt: skip
+                     start=prob["map"] if laplace else None,
+                     checkpoint=None if folder is None else folder / "nuts.npz")  # fmt: skip
     post, stats = az.dataset(idata), az.dataset(idata, "sample_stats")
     flat = {k: post[k].values.reshape(-1, *post[k].shape[2:]) for k in ("M1", "M2")}
     pick = np.unique(np.linspace(0, flat["M1"].shape[0] - 1, o["num_predictive"]).round())

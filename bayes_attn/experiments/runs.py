@@ -13,13 +13,19 @@ from bayes_attn.models.levels import model_with_data
 SAMPLERS = ("nuts", "sgld", "smc")
 
 
-def smc_checkpoint_path(out) -> Path:
-    """Where ``bayes-attn sample --sampler smc --out OUT`` keeps its SMC checkpoint:
-    ``OUT.smc-checkpoint``, beside the output. A killed run, rerun with the same arguments,
-    resumes from it (:mod:`bayes_attn.inference.smc_checkpoint`); it is removed when the run
-    completes."""
+def checkpoint_path(out, sampler: str) -> Path:
+    """Where ``bayes-attn sample --sampler SAMPLER --out OUT`` keeps its checkpoint, beside the
+    output: ``OUT.smc-checkpoint`` (:mod:`bayes_attn.inference.smc_checkpoint`) or
+    ``OUT.nuts-checkpoint.npz`` (``run_nuts(checkpoint=)``). A killed run, rerun with the same
+    arguments, resumes from it; it is removed when the run completes."""
     out = Path(out)
-    return out.with_name(out.name + ".smc-checkpoint")
+    suffix = {"smc": ".smc-checkpoint", "nuts": ".nuts-checkpoint.npz"}[sampler]
+    return out.with_name(out.name + suffix)
+
+
+def smc_checkpoint_path(out) -> Path:
+    """:func:`checkpoint_path` of SMC (the name of before)."""
+    return checkpoint_path(out, "smc")
 
 
 def sample_posterior(

@@ -1,4 +1,5 @@
-"""The chunks and the checkpoint of the LLC's sampling loops (Langevin and NUTS alike).
+"""The chunks and the checkpoint of the LLC's sampling loops (Langevin and NUTS alike), whose
+:class:`Keeper` also keeps :func:`~bayes_attn.inference.nuts.run_nuts`'s (``checkpoint=``).
 
 Both loops of :func:`~bayes_attn.inference.llc.run_llc` run compiled chunks of steps that aim at
 :data:`CHUNK_SECONDS` of wall time each (:class:`Chunker`); between chunks they update the
@@ -81,6 +82,7 @@ def save(path: Path, fp: str, state, steps: int, arrays: dict) -> None:
         if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
             leaf = jax.random.key_data(leaf)
         out[f"state/{i}"] = np.asarray(leaf)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as fh:
@@ -126,16 +128,21 @@ class Keeper:
     writes it when :data:`CHECKPOINT_SECONDS` have passed, ``done`` removes it. With no path
     every call does nothing."""
 
-    def __init__(self, checkpoint, fp_args: tuple | None = None):
+    def __init__(self, checkpoint, fp_args: tuple | None = None, *, fp: str | None = None):
         self.path = None if checkpoint is None else Path(checkpoint)
-        self.fp = fingerprint(*fp_args) if self.path is not None else None
+        if self.path is None:
+            self.fp = None
+        else:  # the LLC's loops fingerprint their target; run_nuts gives its own digest
+            self.fp = fp if fp is not None else fingerprint(*fp_args)
         self.last = time.perf_counter()
 
     def resume(self, template):
         return None if self.path is None else load(self.path, self.fp, template)
 
-    def tick(self, state, steps: int, arrays: dict) -> None:
-        if self.path is not None and time.perf_counter() - self.last >= CHECKPOINT_SECONDS:
+    def tick(self, state, steps: int, arrays: dict, force: bool = False) -> None:
+        """Write the checkpoint if :data:`CHECKPOINT_SECONDS` have passed (or ``force``)."""
+        late = time.perf_counter() - self.last >= CHECKPOINT_SECONDS
+        if self.path is not None and (late or force):
             save(self.path, self.fp, state, steps, arrays)
             self.last = time.perf_counter()
 

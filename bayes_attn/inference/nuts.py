@@ -37,6 +37,7 @@ for the metric as the inverse of the posterior's curvature.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -44,11 +45,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayes_attn import _arviz as az
-from bayes_attn._validation import check_int
-from bayes_attn.inference import hmc
+from bayes_attn._validation import check_int, check_output_folder
+from bayes_attn.inference import hmc, smc_checkpoint
 from bayes_attn.inference._call import sampler_call
 from bayes_attn.inference.convert import from_unconstrained
 from bayes_attn.inference.hmc import GRADIENTS_PER_DRAW, laplace_metric
+from bayes_attn.inference.llc_checkpoint import Keeper
 from bayes_attn.inference.potential import find_mode, flat_potential, uniform_init
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.keys import resolve_key
@@ -281,20 +283,92 @@ def _warmup(pot, key, x0, inv_mass, num_warmup, target_accept):
     return jax.jit(jax.vmap(one))(keys, jnp.asarray(x0))
 
 
-def _draws(pot, key, warm, num_samples, chunk, shown):
+def _draws(pot, key, warm, num_samples, chunk, shown, keeper, saved=None, extra=None):
     """``num_samples`` transitions of every chain from its warm state, in compiled chunks of
     ``chunk`` (the bar moves between them): positions (chain, draw, dim), log densities and
-    the NUTS stats (chain, draw)."""
+    the NUTS stats (chain, draw). ``saved``: the checkpoint's ``(done, draws so far)``; after
+    each chunk ``keeper`` may write the chains' state and the draws (beside ``extra``)."""
     state, step, inv_mass = warm
     chains = step.shape[0]
     keys = jax.vmap(lambda k: jax.random.split(k, num_samples))(jax.random.split(key, chains))
     run = jax.jit(jax.vmap(lambda k, s, e, m: hmc.nuts_transitions(k, s, pot.log_density, e, m)))
-    parts = []
-    for lo in range(0, num_samples, chunk):
+    done, parts = saved if saved is not None else (0, [])
+    for lo in range(done, num_samples, chunk):
         state, out = run(keys[:, lo : lo + chunk], state, step, inv_mass)
-        parts.append(jax.tree.map(np.asarray, out))
+        parts = [_joined([*parts, jax.tree.map(np.asarray, out)])]
         shown.update(chains * min(chunk, num_samples - lo))
+        arrays = {**(extra or {}), **_flat(parts[0])}
+        keeper.tick((state, step, inv_mass), lo + min(chunk, num_samples - lo), arrays)
+    return _joined(parts)
+
+
+def _chains(pot, rng, s, keeper, init_params, start, progress):
+    """Every chain's warm-up and draws, from ``keeper``'s checkpoint when it has one: the draws
+    ``(x, lp, stats)``, the chains' steps and what the Laplace start found."""
+    k_start, k_warmup, k_draws = jax.random.split(rng, 3)
+    chains, warmup, draws = s.num_chains, s.num_warmup, s.num_samples
+    saved = _resume(keeper, pot, k_warmup, chains, s.metric, warmup, s.target_accept)
+    if saved is None:
+        x0, inv_mass, found = _starts(pot, k_start, init_params, chains, s.metric, start, progress)
+    else:
+        found = {k: v.item() for k, v in saved[2].items() if k.startswith("mode_")}
+    kept = {k: np.asarray(v) for k, v in found.items()}
+    chunk = CHUNK if keeper.path is None else max(1, -(-draws // 20))
+    with bar(chains * (warmup + draws), "run_nuts", progress) as shown:
+        if saved is None:
+            warm, done = _warmup(pot, k_warmup, x0, inv_mass, warmup, s.target_accept), None
+            keeper.tick(warm, 0, kept, force=True)
+        else:
+            warm, n, arrays = saved
+            done = (n, [_unflat(arrays)] if n else [])
+            say("run_nuts: resumed from %s after %d of %d draws", keeper.path, n, draws,
+                enabled=progress)  # fmt: skip
+        shown.update(chains * (warmup + (done[0] if done else 0)))
+        out = _draws(pot, k_draws, warm, draws, chunk, shown, keeper, done, kept)
+    keeper.done()
+    return out, warm[1], found
+
+
+def _joined(parts):
     return jax.tree.map(lambda *a: np.concatenate(a, axis=1), *parts)
+
+
+def _flat(out) -> dict:
+    """The draws ``(x, lp, stats)`` as the checkpoint's named arrays."""
+    x, lp, stats = out
+    return {"x": x, "lp": lp, **{f"stats.{k}": v for k, v in stats.items()}}
+
+
+def _unflat(arrays: dict):
+    stats = {k.removeprefix("stats."): v for k, v in arrays.items() if k.startswith("stats.")}
+    return arrays["x"], arrays["lp"], stats
+
+
+def _keeper(checkpoint, model, model_args, model_kwargs, pot, rng, *settings) -> Keeper:
+    """The checkpoint of one ``run_nuts`` call: its file under a digest of the model, its
+    arguments, its density at two points, the key and the settings (the starts included)."""
+    if checkpoint is None:
+        return Keeper(None)
+    check_output_folder("checkpoint", str(Path(checkpoint).parent))
+    parts = smc_checkpoint.fingerprint(model, model_args, model_kwargs, pot.log_density,
+                                       lambda x: x, pot.dim, jax.random.key_data(rng), settings)  # fmt: skip
+    return Keeper(checkpoint, fp=smc_checkpoint.digest("run_nuts", parts))
+
+
+def _resume(keeper, pot, key, chains, metric, num_warmup, target_accept):
+    """``(warm state, done, arrays)`` from ``keeper``'s file, or None when there is none. The
+    state's structure comes from tracing the warm-up (no compilation)."""
+    if keeper.path is None or not keeper.path.exists():
+        return None
+    x = jax.ShapeDtypeStruct((chains, pot.dim), jnp.zeros(()).dtype)
+    m = None if metric == "adapt" else jax.ShapeDtypeStruct((pot.dim, pot.dim), x.dtype)
+
+    def warm(x, m):
+        with jax.ensure_compile_time_eval():  # the warm-up's schedule: constants, not traced
+            return _warmup(pot, key, x, m, num_warmup, target_accept)
+
+    template = jax.eval_shape(warm, x, m)
+    return keeper.resume(template)
 
 
 def _sample_stats(lp, stats, step) -> dict:
@@ -316,7 +390,7 @@ def run_nuts(
     settings: NUTSSettings | None = None,
     seed: int | None = None, key=None, progress: bool = True,
     init_params: dict | None = None, start: dict | None = None,
-    progress_bar: bool | None = None, **changes,
+    progress_bar: bool | None = None, checkpoint=None, **changes,
 ) -> az.InferenceData:  # fmt: skip
     """Sample ``model(*model_args, **model_kwargs)`` with NUTS (BlackJAX), chains vectorised.
 
@@ -343,6 +417,12 @@ def run_nuts(
     start : dict, optional
         With ``metric="laplace"``: constrained values of the latent sites in the basin of the
         mode (default: the first chain's ``init_params``, else NumPyro's initial value).
+    checkpoint : str or Path, optional
+        A file (npz) where the run keeps its state: written after the warm-up and then every
+        :data:`~bayes_attn.inference.llc_checkpoint.CHECKPOINT_SECONDS` between chunks of draws,
+        removed when the run completes. A rerun with the same arguments goes on from it and gives
+        the same draws, bit for bit; a file written with other arguments is refused (a
+        ValueError naming ``checkpoint``).
 
     Returns
     -------
@@ -364,14 +444,10 @@ def run_nuts(
     chains, warmup, draws = s.num_chains, s.num_warmup, s.num_samples
     if progress:
         announce_cost(pot, s.metric, chains, warmup, draws)
-    k_start, k_warmup, k_draws = jax.random.split(rng, 3)
-    x0, inv_mass, found = _starts(pot, k_start, init_params, chains, s.metric, start, progress)
+    keeper = _keeper(checkpoint, model, model_args, model_kwargs, pot, rng, s, init_params, start)
+    (x, lp, stats), step, found = _chains(pot, rng, s, keeper, init_params, start, progress)
     record = {"target_accept": s.target_accept, "init_given": init_params is not None,
               **key_attrs, "metric": s.metric, **found}  # fmt: skip
-    with bar(chains * (warmup + draws), "run_nuts", progress) as shown:
-        warm = _warmup(pot, k_warmup, x0, inv_mass, warmup, s.target_accept)
-        shown.update(chains * warmup)
-        x, lp, stats = _draws(pot, k_draws, warm, draws, CHUNK, shown)
     record = RunRecord("nuts", seed, chains, warmup, draws, settings=record)
-    stats = _sample_stats(lp, stats, warm[1])
+    stats = _sample_stats(lp, stats, step)
     return from_unconstrained(pot, x, stats, record, model, model_args, model_kwargs)
