@@ -439,7 +439,11 @@ def llc_point(cfg, pt, task, hyper) -> dict:
     ``llc_std`` (the chains' spread), ``llc_mcse``, ``llc_ess``, ``llc_rhat``, ``acceptance``,
     ``init_loss``, ``grad_norm``, ``nbeta``, ``llc_step`` (the Langevin step; NaN for NUTS),
     ``divergences`` (NUTS's; NaN for Langevin), ``copy1_map``, ``induction2_map`` (held out)
-    and the point's ``seconds``."""
+    and the point's ``seconds``. In a sweep an interrupted point's chains go on from their
+    checkpoint in the point's folder (the LLC loops'
+    :class:`~bayes_attn.inference.llc_checkpoint.Keeper`)."""
+    from bayes_attn.experiments.sweep import point_folder
+    from bayes_attn.inference import llc_checkpoint as ckpt
     from bayes_attn.inference.llc_langevin import run_langevin
     from bayes_attn.inference.llc_nuts import LAPLACE_WARMUP, run_nuts_chains
     from bayes_attn.inference.llc_settings import LLCSettings
@@ -460,15 +464,20 @@ def llc_point(cfg, pt, task, hyper) -> dict:
     k_init, k_run = jax.random.split(jax.random.fold_in(run_key(None, seed), 4))
     noise = 1e-3 if sampler == "nuts" else math.sqrt(2 * eps)
     x0 = target.x_star + noise * jax.random.normal(k_init, (C, target.x_star.size))
+    folder = point_folder()  # in a sweep: the chains' state kept there, so a point resumes
+    keeper = ckpt.Keeper(None if folder is None else folder / f"llc_{sampler}.npz",
+                         (sampler, target, x0, k_run, burnin, o["num_draws"], eps, o["metric"]))  # fmt: skip
     with bar(burnin + o["num_draws"], f"induction llc {sampler}", False) as b:
         if sampler == "nuts":
             loss, _, stats, _ = run_nuts_chains(target, x0, k_run, burnin, o["num_draws"], 1, b,
-                                                metric=o["metric"])  # fmt: skip
+                                                keeper, metric=o["metric"])  # fmt: skip
             acc, div = stats["acceptance"], float(np.sum(stats["diverging"]))
         else:
             div = math.nan
             loss, _, acc = run_langevin(target, sampler, x0, jax.random.split(k_run, C), eps,
-                                        LLCSettings.rmsprop, burnin, o["num_draws"], 1, b)  # fmt: skip
+                                        LLCSettings.rmsprop, burnin, o["num_draws"], 1, b,
+                                        keeper)  # fmt: skip
+    keeper.done()
     llc = target.nbeta * (np.asarray(loss) - target.init_loss)  # (chains, draws)
     at_map = predictive(task, hyper, prob["tokens"], prob["test"], act, M["M1"][None],
                         M["M2"][None])  # fmt: skip
