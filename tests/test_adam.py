@@ -179,8 +179,12 @@ def test_the_settings_object_gives_the_losses_of_before(name):
     assert {k: v for k, v in old.attrs.items() if k != "created"} == {
         k: v for k, v in new.attrs.items() if k != "created"
     }
+    # recorded with XLA's default LLVM passes; the suite compiles without them (conftest.py), which
+    # moves the softmax run's losses by up to 9.5e-10 relative (rounding, grown over 40 steps from
+    # a 1e-6 warm-up; measured 2026-12-07), the linear run's by under 1e-12. The old and new calls
+    # above are compared exactly.
     for var in ("train_loss", "objective"):
-        np.testing.assert_allclose(new[var].values, BEFORE[name][var], rtol=1e-12, atol=0)
+        np.testing.assert_allclose(new[var].values, BEFORE[name][var], rtol=1e-8, atol=0)
 
 
 def test_settings_hold_the_defaults_and_check_them():
