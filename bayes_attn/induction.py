@@ -35,6 +35,7 @@ __all__ = [
     "STREAMS",
     "InductionTask",
     "attend",
+    "fold_linear_scores",
     "forward",
     "induction_scores",
     "relabellings",
@@ -174,6 +175,30 @@ def induction_scores(A1, A2, tokens, V: int) -> dict[str, jax.Array]:
     out["induction2_excess"] = jnp.sum(jnp.where(has, mass - share, 0.0)) / n_has
     rest = tri & ~match
     out["uniform2"] = L * jnp.sum(jnp.where(rest, A2, 0.0)) / jnp.maximum(jnp.sum(rest), 1)
+    return out
+
+
+def fold_linear_scores(scores: dict) -> dict:
+    """Linear attention's scores, each draw folded onto ``copy1 >= 0`` and ``induction2 >= 0``.
+
+    With linear attention and the readout integrated out the posterior is even in each layer's
+    sign: M2 -> -M2 flips A2 (the readout's h2 block absorbs it), and M1 -> -M1 flips A1 (the
+    h0-h1 blocks of M2 and the readout's h1 block absorb it), so the draws of one mode come in
+    four images whose layer-1 scores (``uniform1``, ``copy1``) and layer-2 scores (``induction2``,
+    ``uniform2``) differ in sign; ``induction2_excess`` = induction2 - (the dataset's share of
+    matches) becomes ``s induction2 - share``. Each draw's layer-1 scores are multiplied by the
+    sign of its ``copy1``, its layer-2 scores by the sign of its ``induction2`` (+1 at 0), as the
+    one-layer linear draws are folded (:func:`~bayes_attn.algebra.z2_sign`). Arrays of any
+    shape, one entry per draw; the layer-2 names may be absent."""
+    out = dict(scores)
+    copy1 = np.asarray(scores["copy1"])
+    s1 = np.where(copy1 < 0, -1.0, 1.0)
+    out |= {k: s1 * np.asarray(scores[k]) for k in ("uniform1", "copy1")}
+    if "induction2" in scores:
+        ind = np.asarray(scores["induction2"])
+        s2 = np.where(ind < 0, -1.0, 1.0)
+        out |= {"induction2": s2 * ind, "uniform2": s2 * np.asarray(scores["uniform2"]),
+                "induction2_excess": np.asarray(scores["induction2_excess"]) + (s2 - 1) * ind}  # fmt: skip
     return out
 
 

@@ -13,7 +13,7 @@ import bayes_attn
 from bayes_attn.analysis.free_energy import equal_weight_crossing
 from bayes_attn.experiments import induction_posterior as ip
 from bayes_attn.experiments.sweep import SweepConfig, read_sweep_table, run_sweep
-from bayes_attn.induction import InductionTask
+from bayes_attn.induction import InductionTask, fold_linear_scores
 from bayes_attn.inference.potential import flat_potential
 from bayes_attn.models.two_layer import two_layer_kernel_model
 from bayes_attn.task import Hyper
@@ -50,6 +50,32 @@ def test_llc_target_at_the_posterior_temperature_is_the_kernel_limit_posterior()
     lp = np.array([float(lp_fn(jnp.concatenate([m["M1"].ravel(), m["M2"].ravel()]))) for m in Ms])
     diff = lp + U
     assert np.ptp(diff) < 1e-9 * np.ptp(U)
+
+
+def test_the_linear_posterior_is_even_in_each_layers_sign_and_the_fold_picks_one_image():
+    """Linear attention, the readout integrated out: U is the same at (M1, M2), at -M1 with
+    M2's h0-h1 blocks negated, at -M2, and at both (1e-10 relative); the four images predict
+    the same held-out loss, and their scores differ by the signs fold_linear_scores undoes:
+    folded, the four read the same (1e-10)."""
+    tokens, Ms = _draws()
+    test, n = TASK.sample(jax.random.key(9), 20), TASK.n_features
+    pot = flat_potential(two_layer_kernel_model, (TASK, HYPER, tokens, "linear"))
+    M1, M2 = Ms[0]["M1"], Ms[0]["M2"]
+    cross = jnp.ones((2 * n, 2 * n)).at[:n, n:].set(-1.0).at[n:, :n].set(-1.0)  # h1 -> -h1
+    images = [(M1, M2), (-M1, M2 * cross), (M1, -M2), (-M1, -M2 * cross)]
+    U = jax.jit(pot.U)
+    u = np.array([float(U(pot.ravel({"M1": a, "M2": b}))) for a, b in images])
+    assert np.ptp(u) < 1e-10 * abs(u[0])
+    got = ip.predictive(TASK, HYPER, tokens, test, "linear", jnp.stack([a for a, _ in images]),
+                        jnp.stack([b for _, b in images]))  # fmt: skip
+    np.testing.assert_allclose(got["loss_draws"], got["loss_draws"][0], rtol=1e-10)
+    raw = {s: got[s] for s in ip.SCORES}
+    np.testing.assert_allclose(raw["copy1"][[1, 3]], -raw["copy1"][[0, 2]], rtol=1e-10)
+    np.testing.assert_allclose(raw["induction2"][[2, 3]], -raw["induction2"][[0, 1]], rtol=1e-10)
+    folded = fold_linear_scores(raw)
+    for s in ip.SCORES:
+        np.testing.assert_allclose(folded[s], folded[s][0], rtol=1e-10, atol=1e-14, err_msg=s)
+    assert folded["copy1"][0] >= 0 and folded["induction2"][0] >= 0
 
 
 def test_llc_target_loss_at_its_point_with_a_stiff_readout_is_the_point_loss():

@@ -49,7 +49,10 @@ from bayes_attn.experiments.induction import (
     map_search,
     readout_mean,
 )
-from bayes_attn.induction import SCORES  # re-exported: the order parameters of both layers
+from bayes_attn.induction import (
+    SCORES,  # re-exported: the order parameters of both layers
+    fold_linear_scores,
+)
 from bayes_attn.inference.llc_target import LLCTarget, default_nbeta
 from bayes_attn.keys import run_key
 from bayes_attn.models.two_layer import (
@@ -184,7 +187,10 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
     training-set site over every draw); ``loss_predictive`` (the posterior-predictive mean's
     held-out loss), ``loss_draws`` (the draws' mean held-out loss) and ``loss_map``, beside
     ``loss_bigram``, ``loss_unigram``, ``loss_uniform`` and the predictive's ``kl_*``; NUTS's
-    ``divergences``, ``nuts_acceptance``, ``leapfrogs`` and the point's ``seconds``. In a sweep
+    ``divergences``, ``nuts_acceptance``, ``leapfrogs`` and the point's ``seconds``. With linear
+    attention every draw's scores (and the MAP's) are first folded onto copy1 >= 0 and
+    induction2 >= 0 (:func:`~bayes_attn.induction.fold_linear_scores`: the posterior is even in
+    each layer's sign, and a chain that crosses between the images would read as unmixed). In a sweep
     an interrupted point's NUTS goes on from its checkpoint (``run_nuts(checkpoint=)``), and
     ``seconds`` then counts this process's part."""
     from bayes_attn.experiments.sweep import point_folder
@@ -211,10 +217,14 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
                       flat["M2"][pick])  # fmt: skip
     at_map = predictive(task, hyper, prob["tokens"], prob["test"], act,
                         prob["map"]["M1"][None], prob["map"]["M2"][None])  # fmt: skip
+    sites = {s: post[s].values for s in SCORES}
+    if act == "linear":  # each draw in the image copy1 >= 0, induction2 >= 0
+        pred, at_map, sites = (d | fold_linear_scores({s: d[s] for s in SCORES})
+                               for d in (pred, at_map, sites))  # fmt: skip
     out = {}
     for s in SCORES:
         out |= {f"{s}_map": at_map[s][0], f"{s}_mean": pred[s].mean(), f"{s}_sd": pred[s].std(),
-                f"{s}_rhat": az.rhat(post[s].values), f"{s}_ess": az.ess(post[s].values)}  # fmt: skip
+                f"{s}_rhat": az.rhat(sites[s]), f"{s}_ess": az.ess(sites[s])}  # fmt: skip
     cmp = pred["predictive"]
     out |= {"loss_predictive": cmp["loss"], "loss_draws": pred["loss_draws"].mean(),
             "loss_map": at_map["loss_draws"][0],
