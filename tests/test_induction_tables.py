@@ -135,6 +135,14 @@ def test_beyond_map_table_and_figure():
     draws = _summaries(["copy1", "copy1_adam", "copy1_sd"], ("linear",), [True, True],
                        copy1=-0.3, copy1_adam=0.0)  # SGLD's: no MAP, a start at copy1 = 0  # fmt: skip
     assert float(fold_linear(draws).copy1.sel(activation="linear", P=10)) == 0.3
+    # layer 2 by its own sign: induction2 -0.2 with a share of matches 0.4 (excess -0.6)
+    two = _summaries(["copy1", "induction2", "induction2_excess", "uniform2", "induction2_sd"],
+                     ("linear",), [True, True], copy1=0.3, induction2=-0.2,
+                     induction2_excess=-0.6, uniform2=-0.1)  # fmt: skip
+    got = fold_linear(two).sel(activation="linear", P=10)
+    assert float(got.induction2) == 0.2 and float(got.uniform2) == 0.1
+    assert float(got.induction2_excess) == pytest.approx(-0.2, abs=1e-15)
+    assert float(got.copy1) == 0.3 and float(got.induction2_sd) == 0.5
     sgld_names = [*stems, "copy1_sd", "copy1_rhat", "induction2_excess_sd",
                   "induction2_excess_rhat", "U_rhat", "copy1_adam"]  # fmt: skip
     sgld = _summaries(sgld_names, ("softmax",), [False, True])

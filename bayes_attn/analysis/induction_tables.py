@@ -42,26 +42,40 @@ def done_points(ds, act):
 
 
 def fold_linear(ds):
-    """``ds`` with layer 1's scores of the linear points folded onto ``copy1 >= 0``.
+    """``ds`` with the linear points' scores folded onto ``copy1 >= 0`` and ``induction2 >= 0``.
 
-    With linear attention and the readout integrated out, M1 -> -M1 flips layer 1's output,
-    which layer 2's form (its h1 block) and the readout absorb: the evidence and the prior are
-    even in M1, so (uniform1, copy1) and -(uniform1, copy1) are the same mode, and a MAP lands
-    on either sign (datasets at one P do). Every layer-1 variable (``copy1*`` and ``uniform1*``
-    but their spread, R-hat and ESS: ``_sd``, ``_rhat``, ``_ess``) is multiplied by the sign of
-    the point's copy1 at its MAP (``copy1_map``, in the posterior's summaries), else of ``copy1``
-    (the MAP's in a study file; the draws' mean in SGLD's, whose Adam start may sit at copy1 = 0
-    with either sign), +1 where that is 0, as the one-layer linear cG is folded; softmax points
-    are unchanged.
+    With linear attention and the readout integrated out, the posterior is even in each layer's
+    sign (:func:`~bayes_attn.induction.fold_linear_scores`, which folds draws): M1 -> -M1 flips
+    (uniform1, copy1) and M2 -> -M2 flips (induction2, uniform2), so a MAP, or a chain, lands on
+    either sign (datasets at one P do). Per point, every layer-1 variable (``copy1*``,
+    ``uniform1*``; not their spread, R-hat and ESS: ``_sd``, ``_rhat``, ``_ess``) is multiplied
+    by the sign of the point's copy1 at its MAP (``copy1_map``, in the posterior's summaries),
+    else of ``copy1`` (the MAP's in a study file; the draws' mean in SGLD's, whose Adam start may
+    sit at copy1 = 0 with either sign), +1 where that is 0, as the one-layer linear cG is folded;
+    the layer-2 variables (``induction2*``, ``uniform2*``) likewise by the sign of
+    ``induction2_map``, else ``induction2``, with ``induction2_excess* = induction2* - share``
+    becoming ``s induction2* - share``. Softmax points are unchanged.
     """
     if "activation" not in ds.dims or "linear" not in ds.activation.values:
         return ds
-    ref = ds["copy1_map"] if "copy1_map" in ds else ds["copy1"]
-    sign = np.sign(ref).where(ref != 0, 1.0).where(ds.activation == "linear", 1.0)
     unsigned = ("_sd", "_rhat", "_ess")
-    names = [k for k in ds.data_vars
-             if k.startswith(("copy1", "uniform1")) and not k.endswith(unsigned)]  # fmt: skip
-    return ds.assign({k: ds[k] * sign for k in names})
+    out = ds
+    for score, layer in (
+        ("copy1", ("copy1", "uniform1")),
+        ("induction2", ("induction2", "uniform2")),
+    ):
+        ref = ds.get(f"{score}_map", ds.get(score))
+        if ref is None:
+            continue
+        sign = np.sign(ref).where(ref != 0, 1.0).where(ds.activation == "linear", 1.0)
+        names = [k for k in ds.data_vars if k.startswith(layer) and not k.endswith(unsigned)]
+        new = {k: ds[k] * sign for k in names if not k.startswith("induction2_excess")}
+        for k in names:  # excess = induction2 - share: s induction2 - share
+            twin = k.replace("induction2_excess", "induction2")
+            if k.startswith("induction2_excess") and twin in ds:
+                new[k] = ds[k] + (sign - 1) * ds[twin]
+        out = out.assign(new)
+    return out
 
 
 def _at(ds, act, P, name):
