@@ -163,6 +163,9 @@ def test_beyond_map_table_and_figure():
     fig = plots.induction_beyond_map(study, post, sgld, llc)
     assert len(fig.axes) == 8 and "not run" in [t.get_text() for t in fig.axes[7].texts]
     assert len(plots.induction_beyond_map(study, post).axes) == 6
+    unmixed = llc.assign(llc_rhat=llc.llc_rhat * 0 + 1.5)  # drawn hollow, said in the legend
+    labels = plots.induction_beyond_map(study, llc=unmixed).axes[6].get_legend_handles_labels()[1]
+    assert any("not mixed" in t for t in labels), labels
     # the network's LLC at Adam's last record beside the kernel limit's (network_llc)
     net = _training_llc_file()
     lam = network_llc(net)
