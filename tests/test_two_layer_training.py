@@ -168,6 +168,18 @@ def test_induction_sgld_refuses_bad_options_naming_them():
             SweepConfig.from_dict({**base, "options": opt})
 
 
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [({"llc_draws": 0}, "llc_draws"), ({"llc_sampler": "nuts"}, "llc_sampler must be")],
+)
+def test_induction_training_refuses_bad_llc_options_naming_them(options, match):
+    from bayes_attn.experiments.sweep import SweepConfig
+
+    with pytest.raises(ValueError, match=match):
+        SweepConfig(kind="induction_training", P=(20,), L=(4,), V=(2,),
+                    tokens="icl-markov:alpha=1", options={"llc_every": 1, **options})  # fmt: skip
+
+
 @pytest.mark.slow  # 25 s of CPU on the shared cores: the default suite's budget is spent (issue 44)
 def test_llc_along_training_records_the_llc_at_the_runs_own_weights():
     """``llc_every``: the LLC at w(t) of every k-th record. The weights of a snapshot are the one

@@ -72,7 +72,11 @@ TRAINING_DEFAULTS = {
     "llc_chains": 4,  # its SGLD chains, draws and burn-in (LLCSettings' defaults otherwise)
     "llc_draws": 200,
     "llc_burnin": 0,
+    "llc_sampler": "sgld",  # or "rmsprop" (RMSProp-preconditioned SGLD)
 }
+
+#: the LLC samplers the kind runs on the network (minibatch Langevin)
+TRAINING_LLC_SAMPLERS = ("sgld", "rmsprop")
 
 #: the two-layer record's series this kind writes (all but the objective)
 _SERIES = tuple(name for name in TWO_LAYER_SERIES if name != "objective")
@@ -130,6 +134,10 @@ def check_training(cfg, options: dict) -> dict:
         check_int(name, options[name], 1)
     for name in ("batch_size", "llc_every", "llc_burnin"):
         check_int(name, options[name], 0)
+    if options["llc_sampler"] not in TRAINING_LLC_SAMPLERS:
+        raise ValueError(
+            f"llc_sampler must be one of {TRAINING_LLC_SAMPLERS}, got {options['llc_sampler']!r}"
+        )
     return options
 
 
@@ -185,7 +193,7 @@ def training_point(cfg, pt, task, hyper) -> dict:
 def _llc_options(o: dict) -> dict:
     """The :class:`~bayes_attn.inference.llc_settings.LLCSettings` fields the kind's options set."""
     return {"num_chains": o["llc_chains"], "num_draws": o["llc_draws"],
-            "num_burnin": o["llc_burnin"]}  # fmt: skip
+            "num_burnin": o["llc_burnin"], "sampler": o["llc_sampler"]}  # fmt: skip
 
 
 def _snapshot_steps(settings, every: int) -> list[int]:
