@@ -143,6 +143,10 @@ def test_beyond_map_table_and_figure():
     assert float(got.induction2) == 0.2 and float(got.uniform2) == 0.1
     assert float(got.induction2_excess) == pytest.approx(-0.2, abs=1e-15)
     assert float(got.copy1) == 0.3 and float(got.induction2_sd) == 0.5
+    pats = _summaries(["copy1", "induction2", "A1_mean", "A2_mean"], ("linear",), [True, True],
+                      copy1=-0.3, induction2=0.2)  # fmt: skip
+    got = fold_linear(pats).sel(activation="linear", P=10)
+    assert float(got.A1_mean) == -0.5 and float(got.A2_mean) == 0.5  # with their layer's sign
     sgld_names = [*stems, "copy1_sd", "copy1_rhat", "induction2_excess_sd",
                   "induction2_excess_rhat", "U_rhat", "copy1_adam"]  # fmt: skip
     sgld = _summaries(sgld_names, ("softmax",), [False, True])

@@ -54,15 +54,16 @@ def fold_linear(ds):
     sit at copy1 = 0 with either sign), +1 where that is 0, as the one-layer linear cG is folded;
     the layer-2 variables (``induction2*``, ``uniform2*``) likewise by the sign of
     ``induction2_map``, else ``induction2``, with ``induction2_excess* = induction2* - share``
-    becoming ``s induction2* - share``. Softmax points are unchanged.
+    becoming ``s induction2* - share``. A maps file's attention patterns (``A1_*``, ``A2_*``)
+    are folded with their layer's scores. Softmax points are unchanged.
     """
     if "activation" not in ds.dims or "linear" not in ds.activation.values:
         return ds
     unsigned = ("_sd", "_rhat", "_ess")
     out = ds
     for score, layer in (
-        ("copy1", ("copy1", "uniform1")),
-        ("induction2", ("induction2", "uniform2")),
+        ("copy1", ("copy1", "uniform1", "A1_")),  # A1_*: a maps file's patterns
+        ("induction2", ("induction2", "uniform2", "A2_")),
     ):
         ref = ds.get(f"{score}_map", ds.get(score))
         if ref is None:
