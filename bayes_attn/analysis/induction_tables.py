@@ -69,11 +69,14 @@ def fold_linear(ds):
         if ref is None:
             continue
         sign = np.sign(ref).where(ref != 0, 1.0).where(ds.activation == "linear", 1.0)
-        names = [k for k in ds.data_vars if k.startswith(layer) and not k.endswith(unsigned)]
-        new = {k: ds[k] * sign for k in names if not k.startswith("induction2_excess")}
-        for k in names:  # excess = induction2 - share: s induction2 - share
-            twin = k.replace("induction2_excess", "induction2")
-            if k.startswith("induction2_excess") and twin in ds:
+        new = {}
+        for k in ds.data_vars:
+            if not k.startswith(layer) or k.endswith(unsigned):
+                continue
+            twin = k.replace("induction2_excess", "induction2")  # excess = induction2 - share
+            if twin == k:
+                new[k] = ds[k] * sign
+            elif twin in ds:  # s induction2 - share
                 new[k] = ds[k] + (sign - 1) * ds[twin]
         out = out.assign(new)
     return out

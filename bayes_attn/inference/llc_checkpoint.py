@@ -139,10 +139,14 @@ class Keeper:
     def resume(self, template):
         return None if self.path is None else load(self.path, self.fp, template)
 
+    def due(self) -> bool:
+        """Whether :meth:`tick` would write now (a path, and :data:`CHECKPOINT_SECONDS` passed):
+        a loop whose arrays cost something to gather asks first."""
+        return self.path is not None and time.perf_counter() - self.last >= CHECKPOINT_SECONDS
+
     def tick(self, state, steps: int, arrays: dict, force: bool = False) -> None:
-        """Write the checkpoint if :data:`CHECKPOINT_SECONDS` have passed (or ``force``)."""
-        late = time.perf_counter() - self.last >= CHECKPOINT_SECONDS
-        if self.path is not None and (late or force):
+        """Write the checkpoint if it is :meth:`due` (or, with a path, if ``force``)."""
+        if self.due() or (force and self.path is not None):
             save(self.path, self.fp, state, steps, arrays)
             self.last = time.perf_counter()
 

@@ -50,7 +50,7 @@ from bayes_attn.inference import hmc, smc_checkpoint
 from bayes_attn.inference._call import sampler_call
 from bayes_attn.inference.convert import from_unconstrained
 from bayes_attn.inference.hmc import GRADIENTS_PER_DRAW, laplace_metric
-from bayes_attn.inference.llc_checkpoint import Keeper
+from bayes_attn.inference.llc_checkpoint import Keeper, chunks
 from bayes_attn.inference.potential import find_mode, flat_potential, uniform_init
 from bayes_attn.inference.record import RunRecord
 from bayes_attn.keys import resolve_key
@@ -295,10 +295,11 @@ def _draws(pot, key, warm, num_samples, chunk, shown, keeper, saved=None, extra=
     done, parts = saved if saved is not None else (0, [])
     for lo in range(done, num_samples, chunk):
         state, out = run(keys[:, lo : lo + chunk], state, step, inv_mass)
-        parts = [_joined([*parts, jax.tree.map(np.asarray, out)])]
+        parts.append(jax.tree.map(np.asarray, out))
         shown.update(chains * min(chunk, num_samples - lo))
-        arrays = {**(extra or {}), **_flat(parts[0])}
-        keeper.tick((state, step, inv_mass), lo + min(chunk, num_samples - lo), arrays)
+        if keeper.due():  # the draws so far joined only when they are written
+            arrays = {**(extra or {}), **_flat(_joined(parts))}
+            keeper.tick((state, step, inv_mass), lo + min(chunk, num_samples - lo), arrays)
     return _joined(parts)
 
 
@@ -313,7 +314,7 @@ def _chains(pot, rng, s, keeper, init_params, start, progress):
     else:
         found = {k: v.item() for k, v in saved[2].items() if k.startswith("mode_")}
     kept = {k: np.asarray(v) for k, v in found.items()}
-    chunk = CHUNK if keeper.path is None else max(1, -(-draws // 20))
+    chunk = CHUNK if keeper.path is None else chunks(draws)[0]  # about 20 chances to save
     with bar(chains * (warmup + draws), "run_nuts", progress) as shown:
         if saved is None:
             warm, done = _warmup(pot, k_warmup, x0, inv_mass, warmup, s.target_accept), None

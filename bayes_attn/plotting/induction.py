@@ -163,24 +163,23 @@ def induction_beyond_map(study, posterior=None, sgld=None, llc=None, llc_net=Non
     return fig
 
 
-#: an LLC point whose chains' R-hat exceeds this is drawn hollow: not mixed, not yet a result
-RHAT_MIXED = 1.1
-
-
 def _llc_panel(ax, lams, act):
     """λ̂ ± MCSE against P of each LLC file in ``lams`` (file, format, label) at ``act``; a point
-    whose R-hat exceeds :data:`RHAT_MIXED` hollow."""
+    whose R-hat exceeds the package's λ̂ limit (``analysis.llc_exploration.LIMITS.rhat_llc``)
+    hollow: not mixed, not yet a result."""
+    from bayes_attn.analysis.llc_exploration import LIMITS
+
     shown = False
     for f, fmt, label in lams:
         if act in f.activation.values:
             pts = done_points(f, act)
             bars = ax.errorbar(pts.P.values, pts.llc_mean.values, yerr=pts.llc_mcse.values,
                                fmt=fmt, ms=4, capsize=3, label=f"{label}; ± MCSE")  # fmt: skip
-            bad = pts.llc_rhat.values > RHAT_MIXED
+            bad = pts.llc_rhat.values > LIMITS.rhat_llc
             if bad.any():
-                ax.plot(pts.P.values[bad], pts.llc_mean.values[bad], fmt[0], ms=6, mfc="white", zorder=3,
-                        mec=bars.lines[0].get_color(), ls="none",
-                        label=f"R-hat > {RHAT_MIXED} (chains not mixed)")  # fmt: skip
+                ax.plot(pts.P.values[bad], pts.llc_mean.values[bad], fmt[0], ms=6, mfc="white",
+                        mec=bars.lines[0].get_color(), ls="none", zorder=3,
+                        label=f"R-hat > {LIMITS.rhat_llc} (chains not mixed)")  # fmt: skip
             shown = True
     if not shown:
         ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center")
