@@ -3,6 +3,8 @@ draws of a run that was never stopped, bit for bit (every transition has its own
 chunks a checkpoint needs do not change the draws); a file made with other arguments is refused.
 Deterministic: no error budget."""
 
+import logging
+
 import jax.numpy as jnp
 import numpy as np
 import numpyro
@@ -41,10 +43,10 @@ def _stopped_after(monkeypatch, saves: int):
 @pytest.mark.parametrize(
     ("metric", "saves"), [("laplace", 2), pytest.param("adapt", 1, marks=pytest.mark.slow)]
 )
-def test_a_stopped_run_resumes_bit_for_bit(tmp_path, monkeypatch, metric, saves):
+def test_a_stopped_run_resumes_bit_for_bit(tmp_path, monkeypatch, caplog, metric, saves):
     """Stopped after the warm-up's save and one chunk of draws (Laplace metric) or right after
     the warm-up (adapted metric), then the same call: the uninterrupted run's draws and stats,
-    the Laplace start's record, and no file left behind."""
+    the Laplace start's record, a cost line that says it resumes, and no file left behind."""
     call = dict(model_args=(COV,), num_chains=2, num_warmup=20, num_samples=40, seed=5,
                 metric=metric, progress=False)  # fmt: skip
     whole = run_nuts(gaussian, **call)
@@ -56,7 +58,11 @@ def test_a_stopped_run_resumes_bit_for_bit(tmp_path, monkeypatch, metric, saves)
     assert path.exists()
     with pytest.raises(ValueError, match="checkpoint: .* other arguments"):
         run_nuts(gaussian, checkpoint=path, **{**call, "seed": 6})
-    resumed = run_nuts(gaussian, checkpoint=path, **call)
+    with caplog.at_level(logging.INFO, logger="bayes_attn"):  # the cost line knows it resumes
+        resumed = run_nuts(gaussian, checkpoint=path, **{**call, "progress": True})
+    cost = [r.getMessage() for r in caplog.records if "gradients per draw" in r.getMessage()]
+    assert len(cost) == 1 and "resumed from its checkpoint" in cost[0], cost
+    assert "Hessian" not in cost[0]
     assert not path.exists()
     np.testing.assert_array_equal(resumed.posterior["x"], whole.posterior["x"])
     for name in ("lp", "acceptance_rate", "n_steps", "diverging", "step_size"):

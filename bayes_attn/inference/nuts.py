@@ -193,7 +193,8 @@ def laplace_start(
     return LaplaceStart(mode, cov, starts)
 
 
-def announce_cost(pot, metric, num_chains, num_warmup, num_samples, who="run_nuts:"):
+def announce_cost(pot, metric, num_chains, num_warmup, num_samples, who="run_nuts:",
+                  resumed=False):
     """Say what a NUTS run costs before it starts: one timed gradient times the gradients it takes.
 
     Parameters
@@ -207,15 +208,20 @@ def announce_cost(pot, metric, num_chains, num_warmup, num_samples, who="run_nut
     who : str
         What the line starts with (:func:`run_nuts` says ``"run_nuts:"``; a caller that runs
         NUTS without its bar names itself).
+    resumed : bool
+        The run goes on from its checkpoint: its warm-up (and mode) are done, so the line counts
+        the draws alone, an upper bound on what is left.
     """
     x0 = uniform_init(pot, jax.random.key(0))
     seconds = seconds_per_call(jax.jit(jax.grad(pot.U)), x0)
     lo, hi = GRADIENTS_PER_DRAW[metric]
-    draws = num_chains * (num_warmup + num_samples)
+    draws = num_chains * (num_samples if resumed else num_warmup + num_samples)
     extra = 0
     what = f"{who} {num_chains} chains x ({num_warmup} warm-up + {num_samples}) draws"
     what += f" in {pot.dim} dimensions, {lo} to {hi} gradients per draw"
-    if metric == "laplace":
+    if resumed:
+        what += ", resumed from its checkpoint (warm-up done; at most the draws left)"
+    elif metric == "laplace":
         extra = 4 * pot.dim  # the Hessian: dim Hessian-vector products, ~4 gradients each
         what += f", after the mode and its {pot.dim} x {pot.dim} Hessian"
     announce(what, (extra + lo * draws, extra + hi * draws), seconds)
@@ -443,9 +449,10 @@ def run_nuts(
     rng, seed, key_attrs = resolve_key(key, seed)
     pot = flat_potential(model, model_args, model_kwargs)
     chains, warmup, draws = s.num_chains, s.num_warmup, s.num_samples
-    if progress:
-        announce_cost(pot, s.metric, chains, warmup, draws)
     keeper = _keeper(checkpoint, model, model_args, model_kwargs, pot, rng, s, init_params, start)
+    if progress:
+        resumed = keeper.path is not None and keeper.path.exists()
+        announce_cost(pot, s.metric, chains, warmup, draws, resumed=resumed)
     (x, lp, stats), step, found = _chains(pot, rng, s, keeper, init_params, start, progress)
     record = {"target_accept": s.target_accept, "init_given": init_params is not None,
               **key_attrs, "metric": s.metric, **found}  # fmt: skip
