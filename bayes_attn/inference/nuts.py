@@ -193,8 +193,7 @@ def laplace_start(
     return LaplaceStart(mode, cov, starts)
 
 
-def announce_cost(pot, metric, num_chains, num_warmup, num_samples, who="run_nuts:",
-                  resumed=False):
+def announce_cost(pot, metric, num_chains, num_warmup, num_samples, who="run_nuts:", resumed=False):
     """Say what a NUTS run costs before it starts: one timed gradient times the gradients it takes.
 
     Parameters
