@@ -313,14 +313,16 @@ def logged_run():
             lines.append(record.getMessage())
 
     log, keep = logging.getLogger("bayes_attn"), Keep(logging.INFO)
-    level = log.level
+    level, every = log.level, umbrella_windows.PROGRESS_SECONDS
     log.addHandler(keep)
     log.setLevel(logging.INFO)
+    umbrella_windows.PROGRESS_SECONDS = 0.0  # a line after every transition inside a window
     try:
         idata = run_umbrella(_mixture(), "q", progress=True, **_RESUME)
     finally:
         log.removeHandler(keep)
         log.setLevel(level)
+        umbrella_windows.PROGRESS_SECONDS = every
     return idata, lines
 
 
@@ -335,6 +337,20 @@ def test_cost_is_measured_after_the_first_call(logged_run):
     assert len(measured) == 7, lines  # after every call of the eight but the last
     assert len([m for m in lines if "chain " in m and "done (window" in m]) == 8, lines
     assert " to " not in measured[0].split("about ")[1] and "load" in measured[0]
+
+
+def test_a_running_window_says_where_it_is(logged_run):
+    """Inside a window's chain, a line at most every ``PROGRESS_SECONDS`` (0 here: after every
+    transition but the last, which the chain's own line reports): the window, its centre, the
+    transition of all (warm-up counted), the leapfrogs a transition and the time in it."""
+    lines = [m for m in logged_run[1] if ": transition " in m]
+    total = _RESUME["num_warmup"] + _RESUME["num_samples"]
+    for k in range(len(_RESUME["centres"])):
+        mine = [m for m in lines if m.startswith(f"umbrella: window {k} at ")]
+        steps = [int(m.split("transition ")[1].split(" of")[0]) for m in mine]
+        assert steps == list(range(1, total)), mine
+        assert all(f"of {total} ({_RESUME['num_warmup']} warm-up)" in m for m in mine)
+        assert all("leapfrogs a transition" in m and "in this window" in m for m in mine)
 
 
 @pytest.mark.slow  # three NUTS programs compiled: ~1.5 min on a loaded 2-core machine

@@ -81,43 +81,57 @@ def laplace_metric(logdensity_fn, position, args=(), *, chunk: int = 30) -> np.n
     return (Q / lam) @ Q.T
 
 
-def adapt_nuts_step(key, x0, logdensity, inv_mass, num_steps, target_accept):
+def _told(on_step, t, info) -> None:
+    """``on_step(t, leapfrogs)`` after transition ``t``, traced (nothing when None)."""
+    if on_step is not None:
+        on_step(t, info.num_integration_steps)
+
+
+def adapt_nuts_step(key, x0, logdensity, inv_mass, num_steps, target_accept, on_step=None):
     """BlackJAX NUTS from ``x0`` at a fixed inverse mass matrix, its step adapted by dual averaging
     (from 0.5, towards ``target_accept``) over ``num_steps`` steps: the last NUTS state and the
-    adapted step. Traceable (vmap it over chains, members or windows)."""
+    adapted step. ``on_step(t, leapfrogs)``, if given, is traced after each transition ``t``
+    with its leapfrog count, for progress (a ``jax.debug.callback``; it must not change the
+    draws). Traceable (vmap it over chains,
+    members or windows)."""
     import blackjax
     from blackjax.adaptation.step_size import dual_averaging_adaptation
 
     init, update, final = dual_averaging_adaptation(target_accept)
     kernel = blackjax.nuts.build_kernel()
 
-    def step(carry, k):
+    def step(carry, xs):
         state, da = carry
-        state, info = kernel(k, state, logdensity, jnp.exp(da.log_step_size), inv_mass)
+        state, info = kernel(xs[0], state, logdensity, jnp.exp(da.log_step_size), inv_mass)
+        _told(on_step, xs[1], info)
         return (state, update(da, info.acceptance_rate)), None
 
     start = (blackjax.nuts.init(x0, logdensity), init(jnp.asarray(0.5, x0.dtype)))
-    (state, da), _ = jax.lax.scan(step, start, jax.random.split(key, num_steps))
+    xs = (jax.random.split(key, num_steps), jnp.arange(num_steps))
+    (state, da), _ = jax.lax.scan(step, start, xs)
     return state, final(da)
 
 
-def nuts_scan(key, state, logdensity, step_size, inv_mass, num_steps, observe=None):
+def nuts_scan(key, state, logdensity, step_size, inv_mass, num_steps, observe=None,
+              on_step=None):  # fmt: skip
     """``num_steps`` BlackJAX NUTS transitions from ``state`` (a ``blackjax.nuts.init`` state, or
     the one :func:`adapt_nuts_step` returns) at a fixed step and inverse mass matrix, the keys split
     from ``key``. Returns the last state and, per transition, ``(observe(position), acceptance,
     num_integration_steps, is_divergent)``; ``observe`` defaults to the position itself.
-    Traceable."""
+    ``on_step`` as for :func:`adapt_nuts_step`. Traceable."""
     import blackjax
 
     kernel = blackjax.nuts.build_kernel()
     observe = (lambda x: x) if observe is None else observe
 
-    def draw(state, k):
-        state, info = kernel(k, state, logdensity, step_size, inv_mass)
+    def draw(state, xs):
+        state, info = kernel(xs[0], state, logdensity, step_size, inv_mass)
+        _told(on_step, xs[1], info)
         return state, (observe(state.position), info.acceptance_rate,
                        info.num_integration_steps, info.is_divergent)  # fmt: skip
 
-    return jax.lax.scan(draw, state, jax.random.split(key, num_steps))
+    xs = (jax.random.split(key, num_steps), jnp.arange(num_steps))
+    return jax.lax.scan(draw, state, xs)
 
 
 def nuts_transitions(keys, state, logdensity, step_size, inv_mass):

@@ -29,7 +29,7 @@ from bayes_attn.inference.sharding import member_mesh, sharded_map
 from bayes_attn.inference.umbrella_store import interruptible
 from bayes_attn.progress import duration, say
 
-__all__ = ["CALL_WINDOWS", "RELAX_STEPS", "overlap"]
+__all__ = ["CALL_WINDOWS", "PROGRESS_SECONDS", "RELAX_STEPS", "overlap"]
 
 #: L-BFGS steps that relax each window's start to the minimum of its biased potential
 RELAX_STEPS = 60
@@ -37,6 +37,9 @@ RELAX_STEPS = 60
 #: (``batch`` 0): Python regains control between calls, so Ctrl-C stops a Level-2 run there and
 #: the finished windows are kept (each window's draws do not depend on the windows beside it)
 CALL_WINDOWS = 8
+#: with ``progress``, the seconds between the lines a window writes while its chain runs (a
+#: window of the two-layer kernel limit's 1805 dimensions can take an hour)
+PROGRESS_SECONDS = 300.0
 
 
 def _biased(U, q):
@@ -112,6 +115,31 @@ def _ticker(total: int, progress: bool):
             say("umbrella: chain %d/%d done (window %d at %.4g, acceptance %.2f), %s so far",
                 state["done"], total, int(k), float(c), float(a),
                 duration(time.perf_counter() - state["t0"]), enabled=progress)  # fmt: skip
+
+    return tick
+
+
+def _step_ticker(num_warmup: int, num_samples: int):
+    """The host callback after each transition of a window's chain: at most every
+    :data:`PROGRESS_SECONDS` a line with the window, the transitions done of all, the leapfrogs
+    a transition so far and the time in the window (the last transition is the chain's own
+    line, :func:`_ticker`'s)."""
+    total, windows = num_warmup + num_samples, {}
+
+    def tick(i, centre, t, leapfrogs):
+        now = time.perf_counter()
+        for k, c, tt, n in zip(np.atleast_1d(i), np.atleast_1d(centre), np.atleast_1d(t),
+                               np.atleast_1d(leapfrogs), strict=True):  # fmt: skip
+            if int(tt) == 0 or int(k) not in windows:  # the window's chain starts
+                windows[int(k)] = {"t0": now, "last": now, "leapfrogs": []}
+            w = windows[int(k)]
+            w["leapfrogs"].append(int(n))
+            if int(tt) + 1 >= total or now - w["last"] < PROGRESS_SECONDS:
+                continue
+            w["last"] = now
+            say("umbrella: window %d at %.4g: transition %d of %d (%d warm-up), %.0f leapfrogs "
+                "a transition, %s in this window", int(k), float(c), int(tt) + 1, total,
+                num_warmup, float(np.mean(w["leapfrogs"])), duration(now - w["t0"]))  # fmt: skip
 
     return tick
 
@@ -245,14 +273,22 @@ def _starts(biased_U, q, starts, centres, kappas, hold, batch, store, round_):
 def _chain(biased_U, observe, s, tick):
     """One window's chain (traceable; vmapped over chains and windows): dual averaging of the
     step at the window's metric, then ``num_samples`` NUTS draws, from the one NUTS home."""
+    steps = None if tick is None else _step_ticker(s.num_warmup, s.num_samples)
 
     def chain(args):
         k, x, c, kap, inv, i = args
         logdensity = lambda z: -biased_U(z, c, kap)  # noqa: E731
         k_warm, k_draw = jax.random.split(k)
-        state, step = adapt_nuts_step(k_warm, x, logdensity, inv, s.num_warmup, s.target_accept)
+
+        def told(off):  # each transition's line, on the host (i and c passed: not closed over)
+            if steps is not None:
+                return lambda t, n: jax.debug.callback(steps, i, c, t + off, n)
+
+        state, step = adapt_nuts_step(k_warm, x, logdensity, inv, s.num_warmup, s.target_accept,
+                                      told(0))  # fmt: skip
         step = step if s.num_warmup else jnp.asarray(0.5, x.dtype)
-        state, out = nuts_scan(k_draw, state, logdensity, step, inv, s.num_samples, observe)
+        state, out = nuts_scan(k_draw, state, logdensity, step, inv, s.num_samples, observe,
+                               told(s.num_warmup))  # fmt: skip
         if tick is not None:  # a line as each chain ends (a 900-dimensional window takes a minute)
             jax.debug.callback(tick, i, c, jnp.mean(out[1]))
         return out, step, state.position
