@@ -354,6 +354,31 @@ def test_laplace_metric_is_the_inverse_hessian_of_the_target():
             run_llc(quadratic, jnp.zeros(3), n=100, sampler="nuts", metric="laplace")
 
 
+def double_well(n=100):
+    """L_n = w0⁴ - 0.11 w0² + ½ Σ a_i w_i² (i ≥ 1): at w* = 0 it curves down along w0, nβ L_n's
+    curvature there -11, beyond the localization's γ = 10."""
+    w = numpyro.sample("w", dist.Normal(0.0, 10.0).expand((3,)).to_event(1))
+    well = w[0] ** 4 - 0.11 * w[0] ** 2 + 0.5 * jnp.sum(jnp.asarray(A[1:]) * w[1:] ** 2)
+    numpyro.factor("loss", -n * well)
+
+
+def test_laplace_metric_is_floored_at_gamma_where_the_loss_curves_down():
+    """Where w* is not a minimum the Hessian of -log p can have an eigenvalue at or below zero
+    (here -11 + γ = -1): the metric takes it by magnitude, floored at γ (variance 1/γ; before,
+    clipped to 1e-8 of the largest, it was 4.8e5, and at the two-layer target of P = 400 NUTS's
+    step collapsed below 1e-3), and the other directions keep 1/(nβ a_i + γ). A curvature above
+    the floor is kept by magnitude: with the floor at 0 the first variance is 1/|-1| = 1."""
+    import bayes_attn.inference.llc_nuts as llc_nuts
+    from bayes_attn.inference.hmc import laplace_metric
+
+    target = llc_target(double_well, jnp.zeros(3), n=100, nbeta=NBETA, gamma=GAMMA)
+    inv = np.asarray(llc_nuts.laplace_inverse_mass(target))
+    rest = 1 / (NBETA * A[1:] + GAMMA)
+    np.testing.assert_allclose(inv, np.diag([1 / GAMMA, *rest]), rtol=1e-10, atol=1e-14)
+    bare = laplace_metric(target.log_density, target.x_star)
+    np.testing.assert_allclose(bare, np.diag([1.0, *rest]), rtol=1e-10, atol=1e-14)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_laplace_nuts_llc_agrees_with_the_exact_value(seed):
     """NUTS in the Laplace metric on the quadratic: λ = ½ Σ nβ a_i / (nβ a_i + γ) exactly; λ̂ is

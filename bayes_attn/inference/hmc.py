@@ -66,18 +66,25 @@ NUTS_STATS = (
 )  # fmt: skip
 
 
-def laplace_metric(logdensity_fn, position, args=(), *, chunk: int = 30) -> np.ndarray:
+def laplace_metric(
+    logdensity_fn, position, args=(), *, chunk: int = 30, floor: float = 0.0
+) -> np.ndarray:
     """The Laplace covariance at ``position`` (1-D): the inverse of the Hessian of
     ``-logdensity_fn(position, *args)`` (:func:`bayes_attn.inference.potential.hessian`, by
-    Hessian-vector products ``chunk`` at a time), its eigenvalues clipped to at least 1e-8 of the
-    largest so that it is a valid HMC metric. The one Laplace metric of the package."""
+    Hessian-vector products ``chunk`` at a time), its eigenvalues taken by magnitude (a
+    direction that curves down counts by its curvature) and clipped to at least ``floor`` and
+    1e-8 of the largest, so that it is a valid HMC metric. The one Laplace metric of the
+    package. ``floor``: a curvature the density is known to have everywhere (an LLC target's
+    localization strength γ), for a ``position`` that is not a mode, where the Hessian may have
+    eigenvalues near zero or below it."""
     H = hessian(
         lambda x, *a: -logdensity_fn(x, *a), jnp.asarray(position), tuple(args), chunk=chunk
     )
     if not np.all(np.isfinite(H)):
         raise ValueError("position: the Hessian of the log density there is not finite")
     lam, Q = np.linalg.eigh(H)
-    lam = np.maximum(lam, 1e-8 * max(float(lam[-1]), 1e-300))
+    lam = np.abs(lam)
+    lam = np.maximum(lam, max(float(floor), 1e-8 * max(float(lam.max()), 1e-300)))
     return (Q / lam) @ Q.T
 
 
