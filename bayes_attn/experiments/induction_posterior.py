@@ -192,8 +192,9 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
     induction2 >= 0 (:func:`~bayes_attn.induction.fold_linear_scores`: the posterior is even in
     each layer's sign, and a chain that crosses between the images would read as unmixed). In a sweep
     an interrupted point's NUTS goes on from its checkpoint (``run_nuts(checkpoint=)``), and
-    ``seconds`` then counts this process's part."""
-    from bayes_attn.experiments.sweep import point_folder
+    ``seconds`` then counts this process's part; with the sweep's progress, NUTS announces its
+    cost and shows its bar."""
+    from bayes_attn.experiments.sweep import point_folder, point_progress
     from bayes_attn.inference.nuts import run_nuts
 
     t0 = time.perf_counter()
@@ -206,7 +207,7 @@ def posterior_point(cfg, pt, task, hyper) -> dict:
     idata = run_nuts(two_layer_kernel_model, model_args=(task, hyper, prob["tokens"], act),
                      model_kwargs={"block": BLOCK}, num_chains=C, num_warmup=o["num_warmup"],
                      num_samples=o["num_samples"],
-                     seed=seed, progress=False, metric=o["metric"], init_params=init,
+                     seed=seed, progress=point_progress(), metric=o["metric"], init_params=init,
                      start=prob["map"] if laplace else None,
                      checkpoint=None if folder is None else folder / "nuts.npz")  # fmt: skip
     post, stats = az.dataset(idata), az.dataset(idata, "sample_stats")
@@ -451,8 +452,9 @@ def llc_point(cfg, pt, task, hyper) -> dict:
     ``divergences`` (NUTS's; NaN for Langevin), ``copy1_map``, ``induction2_map`` (held out)
     and the point's ``seconds``. In a sweep an interrupted point's chains go on from their
     checkpoint in the point's folder (the LLC loops'
-    :class:`~bayes_attn.inference.llc_checkpoint.Keeper`)."""
-    from bayes_attn.experiments.sweep import point_folder
+    :class:`~bayes_attn.inference.llc_checkpoint.Keeper`), and with the sweep's progress a bar
+    counts its steps."""
+    from bayes_attn.experiments.sweep import point_folder, point_progress
     from bayes_attn.inference import llc_checkpoint as ckpt
     from bayes_attn.inference.llc_langevin import run_langevin
     from bayes_attn.inference.llc_nuts import LAPLACE_WARMUP, run_nuts_chains
@@ -477,7 +479,7 @@ def llc_point(cfg, pt, task, hyper) -> dict:
     folder = point_folder()  # in a sweep: the chains' state kept there, so a point resumes
     keeper = ckpt.Keeper(None if folder is None else folder / f"llc_{sampler}.npz",
                          (sampler, target, x0, k_run, burnin, o["num_draws"], eps, o["metric"]))  # fmt: skip
-    with bar(burnin + o["num_draws"], f"induction llc {sampler}", False) as b:
+    with bar(burnin + o["num_draws"], f"induction llc {sampler}", point_progress()) as b:
         if sampler == "nuts":
             loss, _, stats, _ = run_nuts_chains(target, x0, k_run, burnin, o["num_draws"], 1, b,
                                                 keeper, metric=o["metric"])  # fmt: skip
