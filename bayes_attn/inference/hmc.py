@@ -99,8 +99,7 @@ def adapt_nuts_step(key, x0, logdensity, inv_mass, num_steps, target_accept, on_
     (from 0.5, towards ``target_accept``) over ``num_steps`` steps: the last NUTS state and the
     adapted step. ``on_step(t, leapfrogs)``, if given, is traced after each transition ``t``
     with its leapfrog count, for progress (a ``jax.debug.callback``; it must not change the
-    draws). Traceable (vmap it over chains,
-    members or windows)."""
+    draws). Traceable (vmap it over chains, members or windows)."""
     import blackjax
     from blackjax.adaptation.step_size import dual_averaging_adaptation
 
